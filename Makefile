@@ -1,0 +1,48 @@
+# MemoryHub: `make run` to try it, `make test` to test it. See README.md.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PORT   ?= 8000
+# Reinstall only when the dependency list changes.
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+PROD_ENV := DJANGO_DEBUG=false DJANGO_SECRET_KEY=lint-only-$(shell date +%s)-not-a-real-secret-but-long-enough-for-django
+
+.PHONY: install run test lint format bench bench-big clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+install: $(STAMP)
+
+run: install
+	DJANGO_DEBUG=true $(BIN)/python manage.py migrate --no-input
+	DJANGO_DEBUG=true $(BIN)/python manage.py bootstrap_demo
+	@echo "Serving on http://127.0.0.1:$(PORT)/ (API docs: /api/docs/, admin: /admin/). Ctrl-C stops web, worker and beat."
+	DJANGO_DEBUG=true PORT=$(PORT) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -f Procfile.dev
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(PROD_ENV) $(BIN)/mypy .
+	$(PROD_ENV) $(BIN)/python manage.py makemigrations --check --dry-run
+	$(PROD_ENV) $(BIN)/python manage.py check --deploy --fail-level WARNING
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: install
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+bench-big: install
+	$(BIN)/python bench/run.py --big $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .celery .cache staticfiles db.sqlite3* .test-db.sqlite3*

@@ -1,0 +1,1247 @@
+#!/usr/bin/env python
+"""MemoryHub benchmark: the API against raw psycopg, on PostgreSQL.
+
+    .venv/bin/python bench/run.py            # quick: 4 x 300 appends, a 100,000-message session
+    .venv/bin/python bench/run.py --big      # 4 x 1,000 appends, a 1,000,000-message session
+
+It serves the API the way production does (gunicorn, several workers, DEBUG off) and measures:
+
+1. appends: N clients, each on its own session, POST one message at a time; then the same
+   transaction done raw with psycopg (lock the session row, next seq, insert, update, commit).
+   Prints both rates, their ratio and the API's latency percentiles.
+2. reads: GET ?last=20 on a session holding --read-rows messages, through the API and raw.
+3. a profile of one append in-process (Django's WSGI handler, no HTTP): DB statements and where
+   the Python time goes.
+
+It is a report: the exit code is 0 unless something broke. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import datetime as dt
+import http.client
+import io
+import json
+import math
+import os
+import platform
+import pstats
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from memoryhub.accounts.models import Tenant
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "bench" / "results"
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/memoryhub_bench"
+TENANT_SLUG = "memoryhub-bench"
+
+# The targets from the issue. Reported, never asserted.
+TARGET_RATIO = 0.15  # API append rate / raw append rate, at least
+TARGET_APPEND_P99_MS = 50.0  # API append p99, under
+TARGET_READ_P95_MS = 10.0  # API last-20 read p95 at 1,000,000 rows, at most
+TARGET_READ_ROWS = 1_000_000
+
+SIZES = {
+    # name: (appends per client, read rows, reads)
+    "default": (300, 100_000, 300),
+    "big": (1_000, 1_000_000, 1_000),
+}
+
+
+class BenchError(Exception):
+    """Something broke (not: a target was missed). Printed without a traceback."""
+
+
+# --- small helpers ------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """Nearest-rank percentile of `values` (seconds in, seconds out)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass
+class Latency:
+    count: int
+    mean_ms: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    max_ms: float
+
+    @classmethod
+    def of(cls, seconds: list[float]) -> Latency:
+        return cls(
+            count=len(seconds),
+            mean_ms=1000 * sum(seconds) / len(seconds) if seconds else math.nan,
+            p50_ms=1000 * percentile(seconds, 50),
+            p95_ms=1000 * percentile(seconds, 95),
+            p99_ms=1000 * percentile(seconds, 99),
+            max_ms=1000 * max(seconds) if seconds else math.nan,
+        )
+
+    def line(self) -> str:
+        return (
+            f"p50 {self.p50_ms:6.2f} ms   p95 {self.p95_ms:6.2f} ms   p99 {self.p99_ms:6.2f} ms"
+            f"   max {self.max_ms:6.2f} ms   mean {self.mean_ms:6.2f} ms"
+        )
+
+
+def mark(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def section(title: str) -> None:
+    print(f"\n== {title} " + "=" * max(0, 94 - len(title)), flush=True)
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def message_content(client: int, index: int) -> str:
+    # ~170 characters, like a short chat turn; identical for the API and the raw runs.
+    return (
+        f"Benchmark message {index} from client {client}: could you remind me what we decided "
+        "about the deployment window on Thursday, and who is on call for the database?"
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+
+
+def database_name(url: str) -> str:
+    name = urlsplit(url).path.lstrip("/")
+    if not name:
+        raise BenchError(f"--database-url {url!r} names no database.")
+    return name
+
+
+# --- configuration ------------------------------------------------------------------------------
+
+
+@dataclass
+class Config:
+    database_url: str
+    clients: int
+    appends: int
+    warmup: int
+    read_rows: int
+    reads: int
+    workers: int
+    worker_class: str
+    threads: int
+    profile: bool
+    profile_appends: int
+    profile_out: Path | None
+    save: bool
+    big: bool
+
+
+def parse_args(argv: list[str] | None = None) -> Config:
+    parser = argparse.ArgumentParser(
+        description="Benchmark MemoryHub's append and read paths against raw psycopg.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_DATABASE_URL),
+        help="PostgreSQL database to use (created if missing; env BENCH_DATABASE_URL).",
+    )
+    parser.add_argument(
+        "--big",
+        action="store_true",
+        help=f"Big sizes: {SIZES['big'][0]} appends per client, a "
+        f"{SIZES['big'][1]:,}-message session, {SIZES['big'][2]} reads.",
+    )
+    parser.add_argument("--clients", type=int, default=4, help="Concurrent append clients.")
+    parser.add_argument(
+        "--appends",
+        type=int,
+        default=None,
+        help=f"Timed appends per client (default {SIZES['default'][0]}, --big {SIZES['big'][0]}).",
+    )
+    parser.add_argument("--warmup", type=int, default=25, help="Untimed appends per client first.")
+    parser.add_argument(
+        "--read-rows",
+        type=int,
+        default=None,
+        help=f"Messages in the read session (default {SIZES['default'][1]:,}, "
+        f"--big {SIZES['big'][1]:,}).",
+    )
+    parser.add_argument(
+        "--reads",
+        type=int,
+        default=None,
+        help=f"Timed GET ?last=20 reads (default {SIZES['default'][2]}, --big {SIZES['big'][2]}).",
+    )
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn workers.")
+    parser.add_argument(
+        "--worker-class", default="sync", help="gunicorn worker class (sync, gthread)."
+    )
+    parser.add_argument("--threads", type=int, default=1, help="gunicorn threads per worker.")
+    parser.add_argument(
+        "--no-profile", action="store_true", help="Skip the in-process profile of one append."
+    )
+    parser.add_argument(
+        "--profile-appends", type=int, default=300, help="Appends to time and to profile."
+    )
+    parser.add_argument(
+        "--profile-out",
+        type=Path,
+        default=None,
+        help="Also write the raw cProfile data here (read it with: python -m pstats FILE).",
+    )
+    parser.add_argument(
+        "--no-save", action="store_true", help="Do not write bench/results/<time>.json."
+    )
+    args = parser.parse_args(argv)
+    size = SIZES["big" if args.big else "default"]
+    config = Config(
+        database_url=args.database_url,
+        clients=args.clients,
+        appends=args.appends if args.appends is not None else size[0],
+        warmup=args.warmup,
+        read_rows=args.read_rows if args.read_rows is not None else size[1],
+        reads=args.reads if args.reads is not None else size[2],
+        workers=args.workers,
+        worker_class=args.worker_class,
+        threads=args.threads,
+        profile=not args.no_profile,
+        profile_appends=args.profile_appends,
+        profile_out=args.profile_out,
+        save=not args.no_save,
+        big=args.big,
+    )
+    for name in ("clients", "appends", "read_rows", "reads", "workers", "threads"):
+        if getattr(config, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if config.read_rows < 21:
+        parser.error("--read-rows must be at least 21 (the read asks for the last 20)")
+    return config
+
+
+# --- PostgreSQL and Django setup ----------------------------------------------------------------
+
+
+def check_postgres_and_create_database(url: str) -> dict[str, str]:
+    """Fail clearly if PostgreSQL is unreachable; create the bench database if missing."""
+    import psycopg
+    from psycopg import sql
+
+    name = database_name(url)
+    maintenance = with_database(url, "postgres")
+    parts = urlsplit(url)
+    try:
+        conn = psycopg.connect(maintenance, connect_timeout=5, autocommit=True)
+    except psycopg.OperationalError as error:
+        raise BenchError(
+            f"cannot reach PostgreSQL at {parts.hostname}:{parts.port or 5432} "
+            f"as {parts.username or '(default user)'}:\n  {str(error).strip()}\n"
+            "Start PostgreSQL, or point --database-url / BENCH_DATABASE_URL at a server where "
+            "this user may create databases."
+        ) from None
+    with conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            say(f"creating database {name!r}")
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        info: dict[str, str] = {}
+        for setting in ("server_version", "fsync", "synchronous_commit", "shared_buffers"):
+            row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(setting))).fetchone()
+            info[setting] = str(row[0]) if row else "?"
+    return info
+
+
+def django_environment(database_url: str) -> dict[str, str]:
+    env = os.environ.copy()
+    env.pop("GUNICORN_CMD_ARGS", None)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "memoryhub.settings",
+            "DATABASE_URL": database_url,
+            "DJANGO_DEBUG": "false",
+            "DJANGO_SECRET_KEY": "bench-" + secrets.token_urlsafe(50),
+            "DJANGO_SECURE_SSL_REDIRECT": "false",
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "LOG_LEVEL": "WARNING",
+            # WhiteNoise warns once per worker that staticfiles/ is missing; the API needs none.
+            "PYTHONWARNINGS": "ignore:No directory at",
+        }
+    )
+    return env
+
+
+def migrate(env: dict[str, str]) -> None:
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--no-input"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise BenchError(f"manage.py migrate failed:\n{done.stdout}\n{done.stderr}")
+    say(f"migrations applied ({time.perf_counter() - started:.1f} s)")
+
+
+def setup_django(env: dict[str, str]) -> None:
+    os.environ.update(env)
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    try:
+        import django
+    except ImportError:
+        raise BenchError(
+            "Django is not importable: run with the project's venv (.venv/bin/python)."
+        ) from None
+    # WhiteNoise warns that staticfiles/ is missing (no collectstatic); the API needs none.
+    warnings.filterwarnings("ignore", message="No directory at")
+    django.setup()
+
+
+def bench_tenant() -> Tenant:
+    from memoryhub.accounts.models import Tenant
+    from memoryhub.accounts.services import tenant_create
+
+    tenant = Tenant.objects.filter(slug=TENANT_SLUG).first()
+    return tenant or tenant_create(slug=TENANT_SLUG, name="Benchmark")
+
+
+def create_api_key(tenant: Tenant) -> tuple[Any, str]:
+    from memoryhub.accounts.services import api_key_create
+
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+    return api_key_create(tenant=tenant, name=f"bench {stamp}", scopes=["read", "write"])
+
+
+@dataclass
+class ReadSession:
+    id: str
+    rows: int
+    table_rows: int
+    loaded_seconds: float | None  # None: reused from an earlier run
+
+
+def ensure_read_session(*, tenant: Tenant, database_url: str, rows: int) -> ReadSession:
+    """A session holding exactly `rows` messages, bulk-loaded once and reused afterwards."""
+    import psycopg
+
+    from sessions_app.models import Session
+    from sessions_app.services import session_create_or_get
+
+    marker = f"read-{rows}"
+    session = (
+        Session.objects.filter(tenant=tenant, metadata__bench=marker)
+        .order_by("-message_count")
+        .first()
+    )
+    if session is None:
+        session, _ = session_create_or_get(
+            tenant=tenant, agent_id="bench-read", metadata={"bench": marker}
+        )
+    with psycopg.connect(database_url) as conn:
+        count, top = conn.execute(
+            "SELECT count(*), coalesce(max(seq), 0) FROM sessions_app_message "
+            "WHERE session_id = %s",
+            (session.pk,),
+        ).fetchone() or (0, 0)
+        counters = conn.execute(
+            "SELECT last_seq, message_count FROM sessions_app_session WHERE id = %s",
+            (session.pk,),
+        ).fetchone()
+        loaded: float | None = None
+        if (count, top) != (rows, rows) or counters != (rows, rows):
+            say(f"loading {rows:,} messages into the read session (once; later runs reuse it)")
+            started = time.perf_counter()
+            conn.execute("DELETE FROM sessions_app_message WHERE session_id = %s", (session.pk,))
+            conn.execute(
+                """
+                INSERT INTO sessions_app_message
+                    (tenant_id, session_id, seq, role, content, name, tool_call_id, tool_calls,
+                     metadata, token_count, created_at)
+                SELECT %(tenant)s, %(session)s, g,
+                       CASE WHEN g %% 2 = 1 THEN 'user' ELSE 'assistant' END,
+                       'Message ' || g || ' of the read benchmark: what did we decide about the '
+                           || 'deployment window on Thursday, and who is on call?',
+                       '', '', NULL, '{}'::jsonb, 24,
+                       now() - make_interval(secs => %(rows)s - g)
+                FROM generate_series(1, %(rows)s) AS g
+                """,
+                {"tenant": tenant.pk, "session": session.pk, "rows": rows},
+            )
+            conn.execute(
+                "UPDATE sessions_app_session SET last_seq = %(rows)s, message_count = %(rows)s, "
+                "token_count = %(rows)s * 24, last_active_at = now(), updated_at = now() "
+                "WHERE id = %(session)s",
+                {"rows": rows, "session": session.pk},
+            )
+            conn.commit()
+            conn.execute("ANALYZE sessions_app_message")
+            conn.execute("ANALYZE sessions_app_session")
+            conn.commit()
+            loaded = time.perf_counter() - started
+        total = conn.execute("SELECT count(*) FROM sessions_app_message").fetchone()
+    return ReadSession(
+        id=str(session.pk),
+        rows=rows,
+        table_rows=int(total[0]) if total else 0,
+        loaded_seconds=loaded,
+    )
+
+
+# --- gunicorn -----------------------------------------------------------------------------------
+
+
+class Gunicorn:
+    """gunicorn in its own process group; stopped (group-wide) on exit, Ctrl-C included."""
+
+    def __init__(self, *, env: dict[str, str], workers: int, worker_class: str, threads: int):
+        self.env = env
+        self.workers = workers
+        self.worker_class = worker_class
+        self.threads = threads
+        self.port = free_port()
+        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in stop())
+            prefix="bench-gunicorn-", suffix=".log", delete=False
+        )
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "memoryhub.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{self.port}",
+            "--workers",
+            str(self.workers),
+            "--worker-class",
+            self.worker_class,
+            "--threads",
+            str(self.threads),
+            "--log-level",
+            "warning",
+            "--error-logfile",
+            "-",
+            "--timeout",
+            "60",
+        ]  # no --access-logfile: gunicorn then writes no access log
+        self.process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise BenchError(f"gunicorn exited with {self.process.returncode}:\n{self.tail()}")
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                conn.request("GET", "/healthz")
+                if conn.getresponse().status == 200:
+                    conn.close()
+                    return
+                conn.close()
+            time.sleep(0.2)
+        raise BenchError(f"gunicorn did not answer /healthz within 30 s:\n{self.tail()}")
+
+    def tail(self, lines: int = 30) -> str:
+        self.log.flush()
+        text = Path(self.log.name).read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        process = self.process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=5)
+        self.process = None
+        self.log.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.log.name)
+
+
+# --- HTTP client --------------------------------------------------------------------------------
+
+
+class ApiClient:
+    """One keep-alive http.client connection (stdlib only). gunicorn's sync workers close the
+    connection after each response; http.client then reconnects on the next request."""
+
+    def __init__(self, port: int, secret: str) -> None:
+        self.port = port
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.headers = {"Authorization": f"Bearer {secret}", "Accept": "application/json"}
+        self.json_headers = {**self.headers, "Content-Type": "application/json"}
+
+    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        headers = self.json_headers if body is not None else self.headers
+        for attempt in range(2):
+            try:
+                self.conn.request(method, path, body=body, headers=headers)
+                response = self.conn.getresponse()
+                return response.status, response.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                # Only a kept-alive connection the server had already closed gets here.
+                self.conn.close()
+                if attempt == 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def expect(self, method: str, path: str, body: Any, status: int) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        got, payload = self.request(method, path, data)
+        if got != status:
+            raise BenchError(
+                f"{method} {path} answered {got}, expected {status}: {payload[:300]!r}"
+            )
+        return json.loads(payload)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# --- concurrent clients -------------------------------------------------------------------------
+
+
+Worker = Callable[[threading.Barrier], list[float]]
+
+
+def run_clients(workers: list[Worker]) -> tuple[float, list[list[float]]]:
+    """Run each worker in its own thread. A worker warms up, waits on the barrier, then does its
+    timed part and returns its latencies. Returns the wall time from the barrier to the last
+    worker's end, and the latencies."""
+    barrier = threading.Barrier(len(workers) + 1)
+    results: list[list[float]] = [[] for _ in workers]
+    errors: list[BaseException] = []
+
+    def target(index: int, worker: Worker) -> None:
+        try:
+            results[index] = worker(barrier)
+        except BaseException as error:
+            errors.append(error)
+            barrier.abort()
+
+    threads = [
+        threading.Thread(target=target, args=(i, w), name=f"client-{i}", daemon=True)
+        for i, w in enumerate(workers)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        barrier.wait(timeout=300)
+    except threading.BrokenBarrierError:
+        for thread in threads:
+            thread.join(timeout=30)
+        if errors:
+            raise errors[0] from None
+        raise BenchError("clients did not finish their warm-up within 300 s") from None
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return wall, results
+
+
+@dataclass
+class AppendResult:
+    appends: int
+    seconds: float
+    rate: float
+    latency: Latency
+
+
+def append_result(wall: float, per_client: list[list[float]]) -> AppendResult:
+    latencies = [value for client in per_client for value in client]
+    return AppendResult(
+        appends=len(latencies),
+        seconds=wall,
+        rate=len(latencies) / wall,
+        latency=Latency.of(latencies),
+    )
+
+
+def api_append_worker(
+    *, port: int, secret: str, session_id: str, client: int, warmup: int, count: int
+) -> Worker:
+    path = f"/api/v1/sessions/{session_id}/messages/"
+
+    def body(index: int) -> bytes:
+        return json.dumps({"role": "user", "content": message_content(client, index)}).encode()
+
+    def work(barrier: threading.Barrier) -> list[float]:
+        api = ApiClient(port, secret)
+        for index in range(warmup):
+            api.expect("POST", path, json.loads(body(-1 - index)), 201)
+        bodies = [body(index) for index in range(count)]
+        barrier.wait()
+        latencies: list[float] = []
+        for data in bodies:
+            started = time.perf_counter()
+            status, payload = api.request("POST", path, data)
+            latencies.append(time.perf_counter() - started)
+            if status != 201:
+                raise BenchError(f"append answered {status}: {payload[:300]!r}")
+        api.close()
+        return latencies
+
+    return work
+
+
+RAW_LOCK = "SELECT last_seq FROM sessions_app_session WHERE tenant_id = %s AND id = %s FOR UPDATE"
+RAW_INSERT = (
+    "INSERT INTO sessions_app_message (tenant_id, session_id, seq, role, content, name, "
+    "tool_call_id, tool_calls, metadata, token_count, created_at) "
+    "VALUES (%s, %s, %s, %s, %s, '', '', NULL, '{}'::jsonb, %s, %s) RETURNING id"
+)
+RAW_UPDATE = (
+    "UPDATE sessions_app_session SET last_seq = last_seq + 1, message_count = message_count + 1, "
+    "token_count = token_count + %s, last_active_at = %s, updated_at = %s WHERE id = %s"
+)
+
+
+def raw_append_worker(
+    *, database_url: str, tenant_id: int, session_id: str, client: int, warmup: int, count: int
+) -> Worker:
+    """The API's append transaction without Django: BEGIN; lock the session row; insert the
+    message at last_seq + 1; bump the session's counters; COMMIT."""
+    import psycopg
+
+    session = uuid.UUID(session_id)
+
+    def append(conn: psycopg.Connection[Any], index: int) -> None:
+        content = message_content(client, index)
+        tokens = max(1, len(content) // 4)  # the API counts with tiktoken; raw does no such work
+        now = dt.datetime.now(dt.UTC)
+        with conn.transaction():
+            row = conn.execute(RAW_LOCK, (tenant_id, session)).fetchone()
+            if row is None:
+                raise BenchError(f"raw session {session} is missing")
+            conn.execute(RAW_INSERT, (tenant_id, session, row[0] + 1, "user", content, tokens, now))
+            conn.execute(RAW_UPDATE, (tokens, now, now, session))
+
+    def work(barrier: threading.Barrier) -> list[float]:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            for index in range(warmup):
+                append(conn, -1 - index)
+            barrier.wait()
+            latencies: list[float] = []
+            for index in range(count):
+                started = time.perf_counter()
+                append(conn, index)
+                latencies.append(time.perf_counter() - started)
+        return latencies
+
+    return work
+
+
+def check_gapless(database_url: str, session_ids: list[str], expected: int) -> None:
+    """Each append session must hold seqs 1..expected with counters to match."""
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        for session_id in session_ids:
+            row = conn.execute(
+                "SELECT count(*), min(m.seq), max(m.seq), s.last_seq, s.message_count "
+                "FROM sessions_app_session s JOIN sessions_app_message m ON m.session_id = s.id "
+                "WHERE s.id = %s GROUP BY s.last_seq, s.message_count",
+                (uuid.UUID(session_id),),
+            ).fetchone()
+            if row != (expected, 1, expected, expected, expected):
+                raise BenchError(
+                    f"session {session_id}: expected seqs 1..{expected} and matching counters, "
+                    f"found (count, min, max, last_seq, message_count) = {row}"
+                )
+
+
+# --- reads --------------------------------------------------------------------------------------
+
+
+RAW_READ = (
+    "SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, metadata, "
+    "token_count, created_at FROM sessions_app_message "
+    "WHERE tenant_id = %s AND session_id = %s ORDER BY seq DESC LIMIT 20"
+)
+
+
+def api_reads(*, port: int, secret: str, session_id: str, count: int) -> list[float]:
+    api = ApiClient(port, secret)
+    path = f"/api/v1/sessions/{session_id}/messages/?last=20"
+    for _ in range(20):
+        page = api.expect("GET", path, None, 200)
+    if len(page["results"]) != 20 or not page["has_more"]:
+        raise BenchError(f"GET ?last=20 returned {len(page['results'])} messages: {page!r:.300}")
+    latencies: list[float] = []
+    for _ in range(count):
+        started = time.perf_counter()
+        status, payload = api.request("GET", path)
+        latencies.append(time.perf_counter() - started)
+        if status != 200:
+            raise BenchError(f"read answered {status}: {payload[:300]!r}")
+    api.close()
+    return latencies
+
+
+def raw_reads(*, database_url: str, tenant_id: int, session_id: str, count: int) -> list[float]:
+    import psycopg
+
+    session = uuid.UUID(session_id)
+    latencies: list[float] = []
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for _ in range(20):
+            rows = conn.execute(RAW_READ, (tenant_id, session)).fetchall()
+        if len(rows) != 20:
+            raise BenchError(f"raw read returned {len(rows)} rows")
+        for _ in range(count):
+            started = time.perf_counter()
+            conn.execute(RAW_READ, (tenant_id, session)).fetchall()
+            latencies.append(time.perf_counter() - started)
+    return latencies
+
+
+# --- profile of one append ----------------------------------------------------------------------
+
+
+@dataclass
+class QueryStat:
+    sql: str
+    count: int
+    seconds: float
+
+
+@dataclass
+class ProfileResult:
+    appends: int
+    wall_ms: float  # mean per append, unprofiled
+    db_ms: float  # statements + commit + health check, unprofiled
+    statements_per_append: float
+    queries: list[QueryStat] = field(default_factory=list)
+    phases: list[tuple[str, float | None]] = field(default_factory=list)  # (label, ms/append)
+    profiled_total_ms: float = 0.0
+    top: list[tuple[float, float, float, str]] = field(default_factory=list)
+
+
+def short_sql(sql: str) -> str:
+    text = " ".join(sql.split())
+    text = re.sub(r"^SELECT (.+?) FROM ", "SELECT … FROM ", text)
+    text = re.sub(r"^INSERT INTO (\S+) \((.+?)\) VALUES .*", r"INSERT INTO \1 (…) VALUES (…)", text)
+    text = re.sub(r"^(UPDATE \S+ SET )(.+?)( WHERE .*)$", r"\1…\3", text)
+    return text if len(text) <= 110 else text[:107] + "..."
+
+
+def short_function(key: tuple[str, int, str]) -> str:
+    filename, line, name = key
+    if filename == "~":
+        return name
+    for anchor in ("site-packages/", str(ROOT) + "/"):
+        if anchor in filename:
+            filename = filename.split(anchor, 1)[1]
+            break
+    return f"{filename}:{line}({name})"
+
+
+# (label, file suffix, function name); the outermost (largest cumulative) match is taken.
+PHASES: list[tuple[str, str, str]] = [
+    ("authentication (ApiKeyAuthentication, its query)", "memoryhub/accounts/authentication.py",
+     "authenticate"),
+    ("permission (scope check)", "memoryhub/accounts/permissions.py", "has_permission"),
+    ("request JSON parsing", "rest_framework/request.py", "_parse"),
+    ("validation (MessageInputSerializer)", "sessions_app/api/views.py", "_validated_messages"),
+    ("token counting (tiktoken)", "memoryhub/core/tokens.py", "count_tokens"),
+    ("idempotency wrapper (run_idempotent)", "memoryhub/core/idempotency.py", "run_idempotent"),
+    ("  append service: lock, insert, update, commit", "sessions_app/services.py",
+     "message_append_batch"),
+    ("  output serialization (MessageOutputSerializer)", "rest_framework/serializers.py", "data"),
+    ("JSON rendering (Response.rendered_content)", "rest_framework/response.py",
+     "rendered_content"),
+]  # fmt: skip
+DB_PHASES: list[tuple[str, str, str]] = [
+    ("statements (driver time, CursorWrapper._execute)", "django/db/backends/utils.py", "_execute"),
+    ("commit", "django/db/backends/base/base.py", "_commit"),
+    ("health check SELECT 1 (CONN_HEALTH_CHECKS)", "django/db/backends/postgresql/base.py",
+     "is_usable"),
+]  # fmt: skip
+
+
+def cumulative(stats: dict[Any, Any], suffix: str, name: str) -> float | None:
+    found = [
+        value[3]
+        for (filename, _line, function), value in stats.items()
+        if function == name and filename.endswith(suffix)
+    ]
+    return max(found) if found else None
+
+
+def profile_append(
+    *, session_id: str, secret: str, appends: int, dump: Path | None = None
+) -> ProfileResult:
+    """Drive Django's WSGI handler directly (the same entry point gunicorn calls, signals
+    included, minus HTTP) for `appends` appends unprofiled, then as many under cProfile."""
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.db import connection
+
+    app = WSGIHandler()
+    path = f"/api/v1/sessions/{session_id}/messages/"
+
+    def call(index: int) -> None:
+        data = json.dumps({"role": "user", "content": message_content(0, index)}).encode()
+        environ = {
+            "REQUEST_METHOD": "POST",
+            "SCRIPT_NAME": "",
+            "PATH_INFO": path,
+            "QUERY_STRING": "",
+            "CONTENT_TYPE": "application/json",
+            "CONTENT_LENGTH": str(len(data)),
+            "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": "8000",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1",
+            "HTTP_HOST": "127.0.0.1",
+            "HTTP_AUTHORIZATION": f"Bearer {secret}",
+            "wsgi.input": io.BytesIO(data),
+            "wsgi.errors": sys.stderr,
+            "wsgi.url_scheme": "http",
+            "wsgi.version": (1, 0),
+            "wsgi.multithread": False,
+            "wsgi.multiprocess": True,
+            "wsgi.run_once": False,
+        }
+        status: list[str] = []
+        result = app(environ, lambda code, headers, exc_info=None: status.append(code))
+        try:
+            b"".join(result)
+        finally:
+            result.close()  # fires request_finished, as gunicorn does
+        if not status or not status[0].startswith("201"):
+            raise BenchError(f"in-process append answered {status}")
+
+    for index in range(30):  # warm-up: imports, tokenizer, connection
+        call(-1 - index)
+
+    # Pass 1, unprofiled: wall time, and every statement timed where Django executes it.
+    queries: dict[str, QueryStat] = {}
+    extra = {"commit": QueryStat("COMMIT", 0, 0.0), "health": QueryStat("SELECT 1", 0, 0.0)}
+
+    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            stat = queries.setdefault(sql, QueryStat(short_sql(sql), 0, 0.0))
+            stat.count += 1
+            stat.seconds += time.perf_counter() - started
+
+    def timed(stat: QueryStat, function: Callable[[], Any]) -> Callable[[], Any]:
+        def wrapper() -> Any:
+            started = time.perf_counter()
+            try:
+                return function()
+            finally:
+                stat.count += 1
+                stat.seconds += time.perf_counter() - started
+
+        return wrapper
+
+    connection._commit = timed(extra["commit"], connection._commit)  # type: ignore[method-assign]
+    connection.is_usable = timed(extra["health"], connection.is_usable)  # type: ignore[method-assign]
+    try:
+        with connection.execute_wrapper(record):
+            started = time.perf_counter()
+            for index in range(appends):
+                call(index)
+            wall = time.perf_counter() - started
+    finally:
+        del connection._commit
+        del connection.is_usable
+
+    # Pass 2, under cProfile.
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for index in range(appends, 2 * appends):
+        call(index)
+    profiler.disable()
+    if dump is not None:
+        profiler.dump_stats(dump)
+    stats: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+
+    per = 1000 / appends
+    total = cumulative(stats, "django/core/handlers/wsgi.py", "__call__") or math.nan
+    dispatch = cumulative(stats, "rest_framework/views.py", "dispatch")
+    rendering = cumulative(stats, "rest_framework/response.py", "rendered_content")
+    phases: list[tuple[str, float | None]] = []
+    if dispatch is not None:
+        outside = total - dispatch - (rendering or 0.0)
+        phases.append(("Django middleware, routing, WSGI, signals", outside * per))
+        phases.append(("DRF view (APIView.dispatch), of which:", dispatch * per))
+    for label, suffix, name in PHASES:
+        value = cumulative(stats, suffix, name)
+        indent = "" if label.startswith("JSON rendering") else "  "
+        phases.append((indent + label, value * per if value is not None else None))
+    phases.append(("database, inside the above:", None))
+    for label, suffix, name in DB_PHASES:
+        value = cumulative(stats, suffix, name)
+        phases.append(("  " + label, value * per if value is not None else None))
+
+    plumbing = 0.95 * total  # the chain of middleware wrappers: all ~100%, no information
+    top = sorted(
+        (
+            (value[3] * per, value[2] * per, value[1] / appends, short_function(key))
+            for key, value in stats.items()
+            if value[3] < plumbing
+        ),
+        reverse=True,
+    )[:15]
+
+    statements = list(queries.values())
+    db_seconds = sum(s.seconds for s in statements) + sum(s.seconds for s in extra.values())
+    return ProfileResult(
+        appends=appends,
+        wall_ms=1000 * wall / appends,
+        db_ms=1000 * db_seconds / appends,
+        statements_per_append=sum(s.count for s in statements) / appends,
+        queries=[*statements, *(s for s in extra.values() if s.count)],
+        phases=phases,
+        profiled_total_ms=total * per,
+        top=top,
+    )
+
+
+def print_profile(result: ProfileResult) -> None:
+    n = result.appends
+    say(
+        f"in-process (Django WSGI handler, no HTTP, no concurrency), {n} appends unprofiled: "
+        f"{result.wall_ms:.2f} ms per append"
+    )
+    say(
+        f"DB per append: {result.statements_per_append:.1f} statements via the ORM, plus commit "
+        f"and health check = {result.db_ms:.2f} ms ({100 * result.db_ms / result.wall_ms:.0f}% "
+        "of the wall time; each includes its round trip to PostgreSQL)"
+    )
+    for stat in result.queries:
+        say(f"  {1000 * stat.seconds / n:6.3f} ms  x{stat.count / n:<4.1f} {stat.sql}")
+    say(
+        f"\nwhere the time goes, cProfile, {n} more appends (inclusive ms per append; "
+        "profiling inflates Python time, not DB waits):"
+    )
+    total = result.profiled_total_ms
+    say(f"  {total:7.2f} ms  100%  whole request (WSGIHandler.__call__)")
+    for label, value in result.phases:
+        if value is None:
+            shown = "  n/a" if not label.endswith(":") else ""
+            say(f"  {'':7}    {shown:>4}  {label}" if shown else f"  {'':17}{label}")
+            continue
+        say(f"  {value:7.2f} ms  {100 * value / total:3.0f}%  {label}")
+    say(f"\ntop 15 by cumulative time (wrappers at >= 95% left out), per append over {n}:")
+    say(f"  {'cum ms':>7}  {'own ms':>7}  {'calls':>5}  function")
+    for cum, own, calls, name in result.top:
+        say(f"  {cum:7.3f}  {own:7.3f}  {calls:5.1f}  {name}")
+
+
+# --- main ---------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def terminate_on_sigterm() -> Iterator[None]:
+    """Turn SIGTERM into SystemExit so `finally` blocks (stopping gunicorn) run."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def cleanup(database_url: str, session_ids: list[str], api_key_id: str | None) -> None:
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        ids = [uuid.UUID(value) for value in session_ids]
+        if ids:
+            conn.execute("DELETE FROM sessions_app_message WHERE session_id = ANY(%s)", (ids,))
+            conn.execute("DELETE FROM sessions_app_session WHERE id = ANY(%s)", (ids,))
+        if api_key_id:
+            conn.execute("DELETE FROM accounts_apikey WHERE id = %s", (api_key_id,))
+        conn.commit()
+
+
+@dataclass
+class Setup:
+    config: Config
+    env: dict[str, str]
+    tenant: Tenant
+    secret: str
+    read_session: ReadSession
+    sessions: list[str] = field(default_factory=list)  # append sessions, deleted at the end
+
+    def new_session(self, label: str) -> str:
+        from sessions_app.services import session_create_or_get
+
+        session, _ = session_create_or_get(
+            tenant=self.tenant,
+            user_id=f"bench:{label}",
+            agent_id="bench",
+            metadata={"bench": "append"},
+        )
+        self.sessions.append(str(session.pk))
+        return str(session.pk)
+
+
+def bench_appends(setup: Setup, server: Gunicorn) -> tuple[AppendResult, AppendResult]:
+    config = setup.config
+    api_sessions = [setup.new_session(f"api-{i}") for i in range(config.clients)]
+    raw_sessions = [setup.new_session(f"raw-{i}") for i in range(config.clients)]
+    section(f"Appends: {config.clients} concurrent clients, one session each")
+    wall, latencies = run_clients(
+        [
+            api_append_worker(
+                port=server.port,
+                secret=setup.secret,
+                session_id=session_id,
+                client=i,
+                warmup=config.warmup,
+                count=config.appends,
+            )
+            for i, session_id in enumerate(api_sessions)
+        ]
+    )
+    api = append_result(wall, latencies)
+    say(f"API  {api.appends} appends in {api.seconds:5.2f} s = {api.rate:8.1f} appends/s")
+    say(f"     {api.latency.line()}")
+    wall, latencies = run_clients(
+        [
+            raw_append_worker(
+                database_url=config.database_url,
+                tenant_id=setup.tenant.pk,
+                session_id=session_id,
+                client=i,
+                warmup=config.warmup,
+                count=config.appends,
+            )
+            for i, session_id in enumerate(raw_sessions)
+        ]
+    )
+    raw = append_result(wall, latencies)
+    say(f"raw  {raw.appends} appends in {raw.seconds:5.2f} s = {raw.rate:8.1f} appends/s")
+    say(f"     {raw.latency.line()}")
+    check_gapless(config.database_url, api_sessions + raw_sessions, config.warmup + config.appends)
+    say("check: every session holds seqs 1..N without gaps, and its counters match")
+    ratio = api.rate / raw.rate
+    p99_ok = api.latency.p99_ms < TARGET_APPEND_P99_MS
+    say(
+        f"ratio API/raw {ratio:.3f} (target >= {TARGET_RATIO})  {mark(ratio >= TARGET_RATIO)}"
+        f"    API p99 {api.latency.p99_ms:.2f} ms (target < {TARGET_APPEND_P99_MS:.0f} ms)  "
+        f"{mark(p99_ok)}"
+    )
+    return api, raw
+
+
+def read_note(config: Config) -> str:
+    if config.read_rows >= TARGET_READ_ROWS:
+        return ""
+    return f"  (the target is set at {TARGET_READ_ROWS:,} rows: --big)"
+
+
+def bench_reads(setup: Setup, server: Gunicorn) -> tuple[Latency, Latency]:
+    config = setup.config
+    session_id = setup.read_session.id
+    section(f"Reads: GET ?last=20 on a {config.read_rows:,}-message session, one client")
+    api = Latency.of(
+        api_reads(port=server.port, secret=setup.secret, session_id=session_id, count=config.reads)
+    )
+    raw = Latency.of(
+        raw_reads(
+            database_url=config.database_url,
+            tenant_id=setup.tenant.pk,
+            session_id=session_id,
+            count=config.reads,
+        )
+    )
+    say(f"API  {api.line()}")
+    say(f"raw  {raw.line()}")
+    say(
+        f"ratio raw/API at p50 {raw.p50_ms / api.p50_ms:.3f}    API p95 {api.p95_ms:.2f} ms "
+        f"(target <= {TARGET_READ_P95_MS:.0f} ms)  {mark(api.p95_ms <= TARGET_READ_P95_MS)}"
+        + read_note(config)
+    )
+    return api, raw
+
+
+def prepare(config: Config) -> tuple[Setup, Any]:
+    section("MemoryHub benchmark" + (" (--big)" if config.big else ""))
+    pg = check_postgres_and_create_database(config.database_url)
+    env = django_environment(config.database_url)
+    migrate(env)
+    setup_django(env)
+    parts = urlsplit(config.database_url)
+    say(
+        f"database   {parts.hostname}:{parts.port or 5432}/{database_name(config.database_url)}"
+        f"  (PostgreSQL {pg['server_version']}, fsync={pg['fsync']}, "
+        f"synchronous_commit={pg['synchronous_commit']}, shared_buffers={pg['shared_buffers']})"
+    )
+    say(
+        f"machine    {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"gunicorn {config.workers} x {config.worker_class}"
+        + (f" ({config.threads} threads)" if config.threads > 1 else "")
+        + ", DEBUG off, no access log"
+    )
+    say(
+        f"sizes      {config.clients} clients x {config.appends} appends (+{config.warmup} warm-up"
+        f" each), read session of {config.read_rows:,} messages, {config.reads} reads"
+    )
+    tenant = bench_tenant()
+    api_key, secret = create_api_key(tenant)
+    try:
+        read_session = ensure_read_session(
+            tenant=tenant, database_url=config.database_url, rows=config.read_rows
+        )
+    except BaseException:
+        cleanup(config.database_url, [], str(api_key.pk))
+        raise
+    if read_session.loaded_seconds is not None:
+        say(f"loaded     {read_session.rows:,} messages in {read_session.loaded_seconds:.1f} s")
+    say(f"table      sessions_app_message holds {read_session.table_rows:,} rows")
+    setup = Setup(config=config, env=env, tenant=tenant, secret=secret, read_session=read_session)
+    return setup, api_key
+
+
+def run(config: Config) -> dict[str, Any]:
+    started = time.perf_counter()
+    setup, api_key = prepare(config)
+    from django.db import connections
+
+    results: dict[str, Any] = {"config": asdict(config)}
+    try:
+        server = Gunicorn(
+            env=setup.env,
+            workers=config.workers,
+            worker_class=config.worker_class,
+            threads=config.threads,
+        )
+        try:
+            server.start()
+            say(f"gunicorn   up on 127.0.0.1:{server.port}")
+            api, raw = bench_appends(setup, server)
+            api_read, raw_read = bench_reads(setup, server)
+        except BenchError:
+            say(f"\ngunicorn log (tail):\n{server.tail()}")
+            raise
+        finally:
+            server.stop()
+        ratio = api.rate / raw.rate
+        results.update(
+            {
+                "append_api": asdict(api),
+                "append_raw": asdict(raw),
+                "append_ratio": ratio,
+                "read_api": asdict(api_read),
+                "read_raw": asdict(raw_read),
+                "read_rows": config.read_rows,
+                "messages_table_rows": setup.read_session.table_rows,
+            }
+        )
+        if config.profile:
+            section("Profile of one append (in-process)")
+            profile = profile_append(
+                session_id=setup.new_session("profile"),
+                secret=setup.secret,
+                appends=config.profile_appends,
+                dump=config.profile_out,
+            )
+            print_profile(profile)
+            results["profile"] = asdict(profile)
+    finally:
+        connections.close_all()
+        cleanup(config.database_url, setup.sessions, str(api_key.pk))
+
+    section("Summary")
+    say(
+        f"append  API {api.rate:7.1f}/s   raw {raw.rate:7.1f}/s   ratio {ratio:.3f}"
+        f"{'':9}target >= {TARGET_RATIO}      {mark(ratio >= TARGET_RATIO)}"
+    )
+    say(
+        f"append  API p50 {api.latency.p50_ms:6.2f} ms   p99 {api.latency.p99_ms:6.2f} ms"
+        f"{'':10}target p99 < {TARGET_APPEND_P99_MS:.0f} ms  "
+        f"{mark(api.latency.p99_ms < TARGET_APPEND_P99_MS)}"
+    )
+    say(
+        f"read    API p50 {api_read.p50_ms:6.2f} ms   p95 {api_read.p95_ms:6.2f} ms"
+        f"{'':10}target p95 <= {TARGET_READ_P95_MS:.0f} ms "
+        f"{mark(api_read.p95_ms <= TARGET_READ_P95_MS)}{read_note(config)}"
+    )
+    elapsed = time.perf_counter() - started
+    results["elapsed_seconds"] = elapsed
+    if config.save:
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+        target = RESULTS_DIR / f"{stamp}{'-big' if config.big else ''}.json"
+        target.write_text(json.dumps(results, indent=2, default=str) + "\n")
+        say(f"results    {target.relative_to(ROOT)}")
+    say(f"done in {elapsed:.0f} s")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    try:
+        with terminate_on_sigterm():
+            run(config)
+    except BenchError as error:
+        print(f"\nbench: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nbench: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class FactsAppConfig(AppConfig):
+    name = "facts_app"
+    verbose_name = "Long-term memory"

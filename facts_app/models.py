@@ -1,0 +1,1 @@
+"""Semantic memory (UserMemory, Fact, Note) arrives with the long-term memory issue."""

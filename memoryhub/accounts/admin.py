@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from rest_framework_api_key.admin import APIKeyModelAdmin
+
+from memoryhub.accounts.models import (
+    ActorType,
+    ApiKey,
+    AuditEvent,
+    EndUser,
+    IdempotencyRecord,
+    Membership,
+    Tenant,
+    User,
+)
+from memoryhub.accounts.services import api_key_revoke
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(User)
+class UserAdmin(DjangoUserAdmin):
+    list_display = ("username", "email", "is_staff", "is_superuser", "last_login")
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "created_at")
+    search_fields = ("slug", "name")
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ("user", "tenant", "role", "created_at")
+    list_filter = ("role", "tenant")
+    search_fields = ("user__username", "tenant__slug")
+    autocomplete_fields = ["user", "tenant"]
+
+
+@admin.register(EndUser)
+class EndUserAdmin(admin.ModelAdmin):
+    list_display = ("external_id", "tenant", "display_name", "created_at")
+    list_filter = ("tenant",)
+    search_fields = ("external_id", "display_name")
+    list_select_related = ("tenant",)
+
+
+@admin.action(description="Revoke selected API keys")
+def revoke_keys(modeladmin: Any, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+    count = 0
+    for api_key in queryset.filter(revoked=False).select_related("tenant"):
+        api_key_revoke(
+            api_key=api_key, actor_type=ActorType.STAFF, actor=request.user.get_username()
+        )
+        count += 1
+    modeladmin.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(APIKeyModelAdmin):
+    list_display = (*APIKeyModelAdmin.list_display, "tenant", "scopes", "last_used_at")  # type: ignore[assignment]
+    list_filter = (*APIKeyModelAdmin.list_filter, "tenant")  # type: ignore[assignment]
+    search_fields = (*APIKeyModelAdmin.search_fields, "tenant__slug")  # type: ignore[assignment]
+    actions = [revoke_keys]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = (
+        "created_at",
+        "tenant",
+        "actor_type",
+        "actor",
+        "action",
+        "object_type",
+        "object_id",
+    )
+    list_filter = ("action", "actor_type", "tenant")
+    search_fields = ("actor", "object_id", "object_type")
+    date_hierarchy = "created_at"
+
+
+@admin.register(IdempotencyRecord)
+class IdempotencyRecordAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "tenant", "scope", "key", "response_status")
+    list_filter = ("scope", "tenant")
+    search_fields = ("key",)

@@ -1,0 +1,173 @@
+"""Tenancy: who owns memory (Tenant), who may look at it (Membership), who it is about (EndUser),
+how bots authenticate (ApiKey) and what was done to it (AuditEvent)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import ClassVar
+
+from django.contrib.auth.models import AbstractUser
+from django.core.validators import RegexValidator
+from django.db import models
+from rest_framework_api_key.models import AbstractAPIKey, BaseAPIKeyManager
+
+from memoryhub.core.models import TenantOwnedModel
+
+
+class User(AbstractUser):
+    """Staff and people who use the web UI. Bots never log in as users; they use API keys."""
+
+
+class Tenant(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("slug",)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class MembershipRole(models.TextChoices):
+    OWNER = "owner", "Owner"
+    ADMIN = "admin", "Admin"
+    MEMBER = "member", "Member"
+    VIEWER = "viewer", "Viewer"
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(
+        max_length=16, choices=MembershipRole.choices, default=MembershipRole.MEMBER
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique_user_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant} ({self.role})"
+
+
+END_USER_ID_MAX_LENGTH = 255
+
+
+class EndUser(TenantOwnedModel):
+    """A person a bot talks to, by the bot's own id string (`whatsapp:+4912…`, `tui:local`)."""
+
+    external_id = models.CharField(max_length=END_USER_ID_MAX_LENGTH)
+    display_name = models.CharField(max_length=200, blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "external_id"], name="enduser_unique_tenant_external_id"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class ApiKeyScope(models.TextChoices):
+    READ = "read", "Read"
+    WRITE = "write", "Write"
+    PURGE = "purge", "Purge"
+    GLOBAL_MEMORY = "global-memory", "Global memory"
+
+
+DEFAULT_API_KEY_SCOPES: list[str] = [ApiKeyScope.READ, ApiKeyScope.WRITE]
+
+# Keys are shown as `mh_<prefix>.<secret>`: the `mh_` lets secret scanners and people recognise one.
+API_KEY_DISPLAY_PREFIX = "mh_"
+
+
+class ApiKeyManager(BaseAPIKeyManager):
+    pass
+
+
+class ApiKey(AbstractAPIKey):
+    """A tenant's API key. djangorestframework-api-key generates it and stores a SHA-512 hash;
+    the secret exists only in the response that created it."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    scopes = models.JSONField(default=list)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    objects: ClassVar[ApiKeyManager] = ApiKeyManager()  # type: ignore[assignment]
+
+    class Meta(AbstractAPIKey.Meta):
+        verbose_name = "API key"
+        verbose_name_plural = "API keys"
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+
+class AuditAction(models.TextChoices):
+    CREATE = "create", "Create"
+    UPDATE = "update", "Update"
+    DELETE = "delete", "Delete"
+    PURGE = "purge", "Purge"
+    EXPORT = "export", "Export"
+    ERASE = "erase", "Erase"
+    KEY_CREATE = "key_create", "API key created"
+    KEY_REVOKE = "key_revoke", "API key revoked"
+
+
+class ActorType(models.TextChoices):
+    API_KEY = "api_key", "API key"
+    STAFF = "staff", "Staff user"
+    SYSTEM = "system", "System task"
+
+
+class AuditEvent(models.Model):
+    """Append-only: nothing in the code updates or deletes these rows."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Kept on tenant deletion would orphan rows; audit lives and dies with its tenant.
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="audit_events")
+    actor_type = models.CharField(max_length=16, choices=ActorType.choices)
+    actor = models.CharField(max_length=200, help_text="API key prefix, username or task name")
+    action = models.CharField(max_length=16, choices=AuditAction.choices)
+    object_type = models.CharField(max_length=64)
+    object_id = models.CharField(max_length=200, blank=True, default="")
+    counts = models.JSONField(default=dict, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        indexes = [models.Index(fields=["tenant", "-created_at"], name="audit_tenant_created")]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.object_type}"
+
+
+class IdempotencyRecord(TenantOwnedModel):
+    """The first response to a write sent with an `Idempotency-Key`, replayed on retries."""
+
+    key = models.CharField(max_length=255, validators=[RegexValidator(r"^[\x21-\x7e]+$")])
+    scope = models.CharField(max_length=255, help_text="method and route the key was used on")
+    request_hash = models.CharField(max_length=64)
+    response_status = models.PositiveSmallIntegerField()
+    response_body = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "scope", "key"], name="idempotency_unique_tenant_scope_key"
+            )
+        ]
+        indexes = [models.Index(fields=["created_at"], name="idempotency_created")]

@@ -1,0 +1,32 @@
+"""Reads of tenancy rows."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from memoryhub.accounts.models import API_KEY_DISPLAY_PREFIX, ApiKey
+
+
+class ApiKeyInvalid(Exception):
+    """The presented key is unknown, wrong, revoked or expired; `reason` says which."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def api_key_for_secret(*, presented: str) -> ApiKey:
+    """Find and verify a presented key in one query (the tenant comes along for every request)."""
+    raw = presented.removeprefix(API_KEY_DISPLAY_PREFIX)
+    prefix, dot, _ = raw.partition(".")
+    if not dot or not prefix:
+        raise ApiKeyInvalid("Malformed API key.")
+    api_key = ApiKey.objects.select_related("tenant").filter(prefix=prefix).first()
+    # Hash comparison is constant-time (Sha512ApiKeyHasher.verify), whatever the outcome.
+    if api_key is None or not api_key.is_valid(raw):
+        raise ApiKeyInvalid("Invalid API key.")
+    if api_key.revoked:
+        raise ApiKeyInvalid("This API key has been revoked.")
+    if api_key.expiry_date is not None and api_key.expiry_date <= timezone.now():
+        raise ApiKeyInvalid("This API key has expired.")
+    return api_key

@@ -1,0 +1,121 @@
+"""Every write to tenancy rows: tenants, end users, API keys and audit events."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any, cast
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from memoryhub.accounts.models import (
+    API_KEY_DISPLAY_PREFIX,
+    DEFAULT_API_KEY_SCOPES,
+    ActorType,
+    ApiKey,
+    ApiKeyScope,
+    AuditAction,
+    AuditEvent,
+    EndUser,
+    Tenant,
+    User,
+)
+
+
+def audit_event_record(
+    *,
+    tenant: Tenant,
+    actor_type: str,
+    actor: str,
+    action: str,
+    object_type: str,
+    object_id: str = "",
+    counts: dict[str, int] | None = None,
+    detail: dict[str, Any] | None = None,
+) -> AuditEvent:
+    return AuditEvent.objects.create(
+        tenant=tenant,
+        actor_type=actor_type,
+        actor=actor,
+        action=action,
+        object_type=object_type,
+        object_id=object_id,
+        counts=counts or {},
+        detail=detail or {},
+    )
+
+
+def tenant_create(*, slug: str, name: str = "") -> Tenant:
+    return Tenant.objects.create(slug=slug, name=name or slug)
+
+
+def end_user_get_or_create(*, tenant: Tenant, external_id: str) -> EndUser:
+    """Safe under concurrency: two requests naming a new user at once both get the same row."""
+    try:
+        with transaction.atomic():
+            end_user, _ = EndUser.objects.get_or_create(tenant=tenant, external_id=external_id)
+    except IntegrityError:
+        end_user = EndUser.objects.get(tenant=tenant, external_id=external_id)
+    return end_user
+
+
+def api_key_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    scopes: Iterable[str] = DEFAULT_API_KEY_SCOPES,
+    expires_at: dt.datetime | None = None,
+    created_by: User | None = None,
+) -> tuple[ApiKey, str]:
+    """Create a key and return it with its secret, which is never stored and never shown again."""
+    scope_list = sorted(set(scopes))
+    unknown = set(scope_list) - set(ApiKeyScope.values)
+    if unknown:
+        raise ValueError(f"Unknown API key scopes: {', '.join(sorted(unknown))}")
+    with transaction.atomic():
+        created, secret = ApiKey.objects.create_key(
+            tenant=tenant,
+            name=name[:50],
+            scopes=scope_list,
+            expiry_date=expires_at,
+            created_by=created_by,
+        )
+        api_key = cast(ApiKey, created)
+        audit_event_record(
+            tenant=tenant,
+            actor_type=ActorType.STAFF if created_by else ActorType.SYSTEM,
+            actor=created_by.get_username() if created_by else "manage.py",
+            action=AuditAction.KEY_CREATE,
+            object_type="api_key",
+            object_id=api_key.prefix,
+            detail={"name": api_key.name, "scopes": scope_list},
+        )
+    return api_key, f"{API_KEY_DISPLAY_PREFIX}{secret}"
+
+
+def api_key_revoke(*, api_key: ApiKey, actor_type: str, actor: str) -> ApiKey:
+    with transaction.atomic():
+        api_key.revoked = True
+        api_key.save(update_fields=["revoked"])
+        audit_event_record(
+            tenant=api_key.tenant,
+            actor_type=actor_type,
+            actor=actor,
+            action=AuditAction.KEY_REVOKE,
+            object_type="api_key",
+            object_id=api_key.prefix,
+        )
+    return api_key
+
+
+def api_key_mark_used(*, api_key: ApiKey, resolution_seconds: int) -> None:
+    """Record use at most once per `resolution_seconds`, so reads do not all become writes."""
+    now = timezone.now()
+    stale = api_key.last_used_at is None or (now - api_key.last_used_at) >= dt.timedelta(
+        seconds=resolution_seconds
+    )
+    if not stale:
+        return
+    ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+    api_key.last_used_at = now

@@ -1,0 +1,76 @@
+"""The base classes every API view starts from: tenancy is applied here, once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from rest_framework import exceptions, views, viewsets
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+
+from memoryhub.accounts.models import ApiKey, Tenant
+from memoryhub.core.limits import limit
+
+
+class TenantScopedMixin(views.APIView):
+    """Gives views `self.tenant` (from the API key) and narrows `get_queryset()` to it."""
+
+    @property
+    def tenant(self) -> Tenant:
+        api_key = self.request.auth
+        if not isinstance(api_key, ApiKey):  # the permission class runs first; this is a guard
+            raise exceptions.NotAuthenticated()
+        return api_key.tenant
+
+    @property
+    def api_key(self) -> ApiKey:
+        api_key = self.request.auth
+        assert isinstance(api_key, ApiKey)
+        return api_key
+
+    def get_queryset(self) -> QuerySet[Any]:
+        queryset = getattr(self, "queryset", None)
+        assert queryset is not None, f"{type(self).__name__} must set queryset"
+        return queryset.all().for_tenant(self.tenant)
+
+
+class TenantScopedAPIView(TenantScopedMixin):
+    """For verbs (append, assemble, purge): small APIViews over one service call."""
+
+
+class TenantScopedGenericViewSet(TenantScopedMixin, viewsets.GenericViewSet):
+    """For resources: declarative viewsets whose every query is the tenant's."""
+
+
+class LimitCursorPagination(CursorPagination):
+    """Cursor pagination with `?limit=` (bounded) and a 400, not a 404, for a malformed cursor."""
+
+    page_size_query_param = "limit"
+
+    def __init__(self) -> None:
+        # Read at request time, not import time, so settings overrides apply.
+        self.page_size = limit("PAGE_SIZE_DEFAULT")
+        self.max_page_size = limit("PAGE_SIZE_MAX")
+
+    def decode_cursor(self, request: Request) -> Any:
+        try:
+            return super().decode_cursor(request)
+        except exceptions.NotFound:
+            raise exceptions.ValidationError(
+                {"cursor": ["Invalid cursor."]}, code="invalid_cursor"
+            ) from None
+
+    def get_page_size(self, request: Request) -> int:
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return limit("PAGE_SIZE_DEFAULT")
+        try:
+            size = int(raw)
+        except ValueError:
+            size = 0
+        if size < 1:
+            raise exceptions.ValidationError(
+                {"limit": [f"Must be an integer between 1 and {self.max_page_size}."]}
+            )
+        return min(size, limit("PAGE_SIZE_MAX"))

@@ -1,0 +1,109 @@
+"""One error shape for every 4xx/5xx the API returns:
+
+    {"error": {"code": "validation_error", "message": "...",
+               "fields": {"role": [{"code": "invalid_choice", "message": "..."}]}}}
+
+`code` is stable and machine-readable; `message` is for people; `fields` comes with validation
+errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+logger = logging.getLogger(__name__)
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state of the resource."
+    default_code = "conflict"
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "payload_too_large"
+
+
+class IdempotencyKeyReused(exceptions.APIException):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_detail = "This Idempotency-Key was already used with a different request body."
+    default_code = "idempotency_key_reused"
+
+
+def _field_errors(detail: Any) -> Any:
+    """Turn DRF's nested ErrorDetail structure into {"field": [{"code", "message"}]}."""
+    if isinstance(detail, dict):
+        return {str(key): _field_errors(value) for key, value in detail.items()}
+    if isinstance(detail, list):
+        if all(isinstance(item, exceptions.ErrorDetail) for item in detail):
+            return [{"code": item.code, "message": str(item)} for item in detail]
+        return [_field_errors(item) for item in detail]
+    if isinstance(detail, exceptions.ErrorDetail):
+        return [{"code": detail.code, "message": str(detail)}]
+    return [{"code": "invalid", "message": str(detail)}]
+
+
+def _error_body(code: str, message: str, fields: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if fields is not None:
+        error["fields"] = fields
+    return {"error": error}
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge()
+    response = exception_handler(exc, context)
+    if response is None:
+        # Unexpected: let Django log it, but still answer in our shape rather than an HTML page.
+        logger.exception("Unhandled API error", exc_info=exc)
+        return Response(
+            _error_body("server_error", "An unexpected error occurred."),
+            status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        )
+
+    if isinstance(exc, exceptions.ValidationError):
+        detail = exc.detail
+        if isinstance(detail, dict):
+            non_field: Any = detail.get("non_field_errors")
+            message = str(non_field[0]) if non_field else "The request has invalid fields."
+            fields = _field_errors(detail)
+        else:
+            items: list[Any] = detail if isinstance(detail, list) else [detail]
+            message = str(items[0]) if items else "The request is invalid."
+            fields = {"non_field_errors": _field_errors(items)}
+        response.data = _error_body("validation_error", message, fields)
+    elif isinstance(exc, Http404):
+        response.data = _error_body("not_found", "Not found.")
+    elif isinstance(exc, PermissionDenied):
+        response.data = _error_body("permission_denied", "You do not have permission.")
+    elif isinstance(exc, exceptions.APIException):
+        codes = exc.get_codes()
+        code = codes if isinstance(codes, str) else exc.default_code
+        api_detail: Any = exc.detail
+        message = (
+            str(api_detail) if not isinstance(api_detail, dict | list) else str(exc.default_detail)
+        )
+        response.data = _error_body(str(code), message)
+    return response
+
+
+def json_error_response(*, status_code: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse(_error_body(code, message), status=status_code)
+
+
+def page_or_api_404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Unknown URLs under /api/ answer in the API's JSON shape; pages keep Django's 404 page."""
+    if request.path.startswith("/api/"):
+        return json_error_response(status_code=404, code="not_found", message="Not found.")
+    return defaults.page_not_found(request, exception or Http404())

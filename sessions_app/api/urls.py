@@ -1,0 +1,26 @@
+from django.urls import path
+
+from sessions_app.api import views
+
+session_list = views.SessionViewSet.as_view({"get": "list", "post": "create"})
+session_detail = views.SessionViewSet.as_view(
+    {"get": "retrieve", "patch": "partial_update", "delete": "destroy"}
+)
+
+urlpatterns = [
+    path("sessions/", session_list, name="session-list"),
+    path("sessions/<str:session_id>/", session_detail, name="session-detail"),
+    path(
+        "sessions/<str:session_id>/messages/",
+        views.SessionMessagesView.as_view(),
+        name="session-messages",
+    ),
+    path(
+        "sessions/<str:session_id>/state/", views.SessionStateView.as_view(), name="session-state"
+    ),
+    path(
+        "sessions/<str:session_id>/state/<str:key>/",
+        views.SessionStateKeyView.as_view(),
+        name="session-state-key",
+    ),
+]

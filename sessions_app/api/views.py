@@ -1,0 +1,367 @@
+"""Conversation-memory endpoints: each translates a request into one selector or service call."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import exceptions, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memoryhub.accounts.models import ActorType
+from memoryhub.core.api import (
+    LimitCursorPagination,
+    TenantScopedAPIView,
+    TenantScopedGenericViewSet,
+)
+from memoryhub.core.idempotency import (
+    HEADER as IDEMPOTENCY_HEADER,
+)
+from memoryhub.core.idempotency import (
+    idempotency_key_from,
+    request_fingerprint,
+    run_idempotent,
+)
+from memoryhub.core.limits import limit
+from sessions_app import selectors, services
+from sessions_app.api.serializers import (
+    MessageBatchInputSerializer,
+    MessageBatchOutputSerializer,
+    MessageInputSerializer,
+    MessageListQuerySerializer,
+    MessageOutputSerializer,
+    MessagePageSerializer,
+    SessionCreateInputSerializer,
+    SessionListQuerySerializer,
+    SessionOutputSerializer,
+    SessionPatchInputSerializer,
+    StateEntryOutputSerializer,
+    StateEntryWriteOutputSerializer,
+    StateListSerializer,
+    StateValueInputSerializer,
+)
+from sessions_app.models import STATE_KEY_MAX_LENGTH, Session
+
+SESSION_ID_PARAMETER = OpenApiParameter(
+    "session_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The session's id."
+)
+STATE_KEY_PARAMETER = OpenApiParameter(
+    "key", OpenApiTypes.STR, OpenApiParameter.PATH, description="A state key."
+)
+NOT_FOUND = OpenApiResponse(description="No such session for this API key's tenant.")
+_STATE_KEY = re.compile(rf"^[^\x00-\x1f\x7f]{{1,{STATE_KEY_MAX_LENGTH}}}$")
+
+
+def _actor(view: TenantScopedAPIView | TenantScopedGenericViewSet) -> services.Actor:
+    return services.Actor(type=ActorType.API_KEY, name=f"api_key:{view.api_key.prefix}")
+
+
+def _session_uuid(raw: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise Http404("No such session.") from None
+
+
+class SessionPagination(LimitCursorPagination):
+    # Newest activity first; the id breaks ties so the order is total.
+    ordering = ("-last_active_at", "-id")
+
+
+@extend_schema_view(
+    list=extend_schema(
+        operation_id="sessions_list",
+        summary="List sessions",
+        parameters=[SessionListQuerySerializer],
+        responses=SessionOutputSerializer(many=True),
+    ),
+    create=extend_schema(
+        operation_id="sessions_create",
+        summary="Create a session, or get the one holding external_key",
+        request=SessionCreateInputSerializer,
+        responses={
+            200: OpenApiResponse(SessionOutputSerializer, description="Existing session"),
+            201: OpenApiResponse(SessionOutputSerializer, description="New session"),
+            409: OpenApiResponse(description="external_key belongs to another user's session"),
+        },
+    ),
+    retrieve=extend_schema(
+        operation_id="sessions_get",
+        summary="Get a session",
+        parameters=[SESSION_ID_PARAMETER],
+        responses={200: SessionOutputSerializer, 404: NOT_FOUND},
+    ),
+    partial_update=extend_schema(
+        operation_id="sessions_update",
+        summary="Update a session's agent, external key or metadata",
+        parameters=[SESSION_ID_PARAMETER],
+        request=SessionPatchInputSerializer,
+        responses={200: SessionOutputSerializer, 404: NOT_FOUND, 409: OpenApiResponse()},
+    ),
+    destroy=extend_schema(
+        operation_id="sessions_delete",
+        summary="Delete a session with its messages and state",
+        parameters=[SESSION_ID_PARAMETER],
+        responses={204: None, 404: NOT_FOUND},
+    ),
+)
+class SessionViewSet(TenantScopedGenericViewSet):
+    queryset = Session.objects.all()
+    serializer_class = SessionOutputSerializer
+    pagination_class = SessionPagination
+    lookup_url_kwarg = "session_id"
+
+    def list(self, request: Request) -> Response:
+        query = SessionListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        sessions = selectors.session_list_for_tenant(tenant=self.tenant, **query.validated_data)
+        page = self.paginate_queryset(sessions)
+        return self.get_paginated_response(SessionOutputSerializer(page, many=True).data)
+
+    def create(self, request: Request) -> Response:
+        data = SessionCreateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        session, created = services.session_create_or_get(tenant=self.tenant, **data.validated_data)
+        return Response(
+            SessionOutputSerializer(session).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+    def retrieve(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
+        return Response(SessionOutputSerializer(session).data)
+
+    def partial_update(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
+        data = SessionPatchInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = dict(data.validated_data)
+        clear_external_key = "external_key" in fields and fields["external_key"] is None
+        session = services.session_update(
+            session=session,
+            agent_id=fields.get("agent_id"),
+            external_key=fields.get("external_key"),
+            clear_external_key=clear_external_key,
+            metadata=fields.get("metadata"),
+        )
+        return Response(SessionOutputSerializer(session).data)
+
+    def destroy(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
+        services.session_delete(session=session, actor=_actor(self))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+MESSAGE_APPEND_REQUEST = PolymorphicProxySerializer(
+    component_name="MessageAppendRequest",
+    serializers=[MessageInputSerializer, MessageBatchInputSerializer],
+    resource_type_field_name=None,
+)
+MESSAGE_APPEND_RESPONSE = PolymorphicProxySerializer(
+    component_name="MessageAppendResponse",
+    serializers=[MessageOutputSerializer, MessageBatchOutputSerializer],
+    resource_type_field_name=None,
+)
+
+
+class SessionMessagesView(TenantScopedAPIView):
+    @extend_schema(
+        operation_id="messages_list",
+        summary="Read the last N messages, or the messages after a seq",
+        parameters=[SESSION_ID_PARAMETER, MessageListQuerySerializer],
+        responses={200: MessagePageSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
+        query = MessageListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        if "after_seq" in params or "limit" in params:
+            rows, has_more = selectors.message_list_after(
+                session=session,
+                after_seq=params.get("after_seq", 0),
+                limit=params.get("limit", limit("PAGE_SIZE_DEFAULT")),
+            )
+        else:
+            rows, has_more = selectors.message_list_last(
+                session=session, count=params.get("last", 20)
+            )
+        return Response(
+            {
+                "results": MessageOutputSerializer(rows, many=True).data,
+                "has_more": has_more,
+                "last_seq": session.last_seq,
+            }
+        )
+
+    @extend_schema(
+        operation_id="messages_append",
+        summary="Append one message, or a batch as {'messages': [...]}",
+        description=(
+            "Seqs are assigned in order, gapless, under concurrent appends. Send an "
+            "`Idempotency-Key` header to make retries safe: a replay returns the first response "
+            "and writes nothing; the same key with a different body is a 422."
+        ),
+        parameters=[
+            SESSION_ID_PARAMETER,
+            OpenApiParameter(IDEMPOTENCY_HEADER, OpenApiTypes.STR, OpenApiParameter.HEADER),
+        ],
+        request=MESSAGE_APPEND_REQUEST,
+        responses={201: MESSAGE_APPEND_RESPONSE, 404: NOT_FOUND, 422: OpenApiResponse()},
+        examples=[
+            OpenApiExample("One message", value={"role": "user", "content": "Hi!"}),
+            OpenApiExample(
+                "A batch",
+                value={
+                    "messages": [
+                        {"role": "user", "content": "What's the weather?"},
+                        {"role": "assistant", "content": "Sunny."},
+                    ]
+                },
+            ),
+        ],
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        session_pk = _session_uuid(session_id)
+        key = idempotency_key_from(request)
+        is_batch = isinstance(request.data, dict) and "messages" in request.data
+        items = self._validated_messages(request.data, is_batch=is_batch)
+        inputs = services.message_inputs_counted(
+            messages=[services.MessageInput(**item) for item in items]
+        )
+
+        def perform() -> tuple[int, Any]:
+            try:
+                _, created = services.message_append_batch(
+                    tenant=self.tenant, session_id=session_pk, messages=inputs
+                )
+            except Session.DoesNotExist:
+                raise Http404("No such session.") from None
+            rendered = MessageOutputSerializer(created, many=True).data
+            body = {"messages": rendered} if is_batch else rendered[0]
+            return status.HTTP_201_CREATED, body
+
+        outcome = run_idempotent(
+            tenant=self.tenant,
+            key=key,
+            scope="sessions.messages.append",
+            fingerprint=request_fingerprint({"session": str(session_pk), "body": request.data}),
+            perform=perform,
+        )
+        response = Response(outcome.body, status=outcome.status)
+        if outcome.replayed:
+            response["Idempotent-Replayed"] = "true"
+        return response
+
+    @staticmethod
+    def _validated_messages(data: Any, *, is_batch: bool) -> list[dict[str, Any]]:
+        if not isinstance(data, dict):
+            raise exceptions.ValidationError(
+                {"non_field_errors": ["Send a message object or {'messages': [...]}."]}
+            )
+        if is_batch:
+            batch = MessageBatchInputSerializer(data=data)
+            batch.is_valid(raise_exception=True)
+            return list(batch.validated_data["messages"])
+        single = MessageInputSerializer(data=data)
+        single.is_valid(raise_exception=True)
+        return [dict(single.validated_data)]
+
+
+def _state_key(raw: str) -> str:
+    if not _STATE_KEY.match(raw):
+        raise exceptions.ValidationError(
+            {"key": [f"Keys are 1-{STATE_KEY_MAX_LENGTH} characters without control characters."]}
+        )
+    return raw
+
+
+class SessionStateView(TenantScopedAPIView):
+    @extend_schema(
+        operation_id="state_list",
+        summary="List a session's state, oldest first (the order FIFO eviction follows)",
+        parameters=[SESSION_ID_PARAMETER],
+        responses={200: StateListSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
+        entries = list(selectors.state_list_for_session(session=session))
+        return Response(
+            {
+                "results": StateEntryOutputSerializer(entries, many=True).data,
+                "count": len(entries),
+                "cap": limit("STATE_CAP"),
+            }
+        )
+
+
+class SessionStateKeyView(TenantScopedAPIView):
+    @extend_schema(
+        operation_id="state_get",
+        summary="Get one state key",
+        parameters=[SESSION_ID_PARAMETER, STATE_KEY_PARAMETER],
+        responses={200: StateEntryOutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, session_id: str, key: str) -> Response:
+        session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
+        entry = selectors.state_get_for_session(session=session, key=_state_key(key))
+        return Response(StateEntryOutputSerializer(entry).data)
+
+    @extend_schema(
+        operation_id="state_set",
+        summary="Set a state key: it moves to the end of the FIFO; the oldest past the cap go",
+        parameters=[SESSION_ID_PARAMETER, STATE_KEY_PARAMETER],
+        request=StateValueInputSerializer,
+        responses={
+            200: StateEntryWriteOutputSerializer,
+            201: StateEntryWriteOutputSerializer,
+            404: NOT_FOUND,
+        },
+    )
+    def put(self, request: Request, session_id: str, key: str) -> Response:
+        session_pk = _session_uuid(session_id)
+        state_key = _state_key(key)
+        data = StateValueInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            entry, created, evicted = services.state_set(
+                tenant=self.tenant,
+                session_id=session_pk,
+                key=state_key,
+                value=data.validated_data["value"],
+                cap=limit("STATE_CAP"),
+            )
+        except Session.DoesNotExist:
+            raise Http404("No such session.") from None
+        body = {**StateEntryOutputSerializer(entry).data, "evicted": evicted}
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(
+        operation_id="state_delete",
+        summary="Delete a state key",
+        parameters=[SESSION_ID_PARAMETER, STATE_KEY_PARAMETER],
+        responses={204: None, 404: NOT_FOUND},
+    )
+    def delete(self, request: Request, session_id: str, key: str) -> Response:
+        session_pk = _session_uuid(session_id)
+        try:
+            deleted = services.state_delete(
+                tenant=self.tenant, session_id=session_pk, key=_state_key(key)
+            )
+        except Session.DoesNotExist:
+            raise Http404("No such session.") from None
+        if not deleted:
+            raise Http404("No such state key.")
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,124 @@
+"""Episodic and working memory: sessions, their messages and their key/value state."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from uuid6 import uuid7
+
+from memoryhub.core.models import TenantOwnedModel
+
+AGENT_ID_MAX_LENGTH = 128
+EXTERNAL_KEY_MAX_LENGTH = 255
+STATE_KEY_MAX_LENGTH = 255
+
+
+def new_session_id() -> uuid.UUID:
+    # UUIDv7 is time-ordered, so new sessions land at the end of the primary-key index.
+    return uuid.UUID(int=uuid7().int)
+
+
+class Session(TenantOwnedModel):
+    id = models.UUIDField(primary_key=True, default=new_session_id, editable=False)
+    end_user = models.ForeignKey(
+        "accounts.EndUser",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="sessions",
+    )
+    agent_id = models.CharField(max_length=AGENT_ID_MAX_LENGTH, blank=True, default="")
+    # NULL, not "", for "no key": the unique constraint must ignore sessions without one.
+    external_key = models.CharField(  # noqa: DJ001
+        max_length=EXTERNAL_KEY_MAX_LENGTH,
+        null=True,
+        blank=True,
+        help_text="The bot's stable `channel:chat:thread` key; survives session id rotation.",
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    last_active_at = models.DateTimeField(db_index=False)
+    message_count = models.PositiveIntegerField(default=0)
+    token_count = models.PositiveBigIntegerField(default=0)
+    # The last seq handed out: the next append takes last_seq + 1 while holding this row's lock,
+    # which keeps seqs gapless even after old messages are purged.
+    last_seq = models.PositiveBigIntegerField(default=0)
+    # Orders state entries for FIFO eviction; bumped under the same row lock.
+    state_clock = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "external_key"],
+                condition=models.Q(external_key__isnull=False),
+                name="session_unique_tenant_external_key",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["tenant", "-last_active_at", "-id"], name="session_tenant_active"),
+            models.Index(
+                fields=["tenant", "end_user", "-last_active_at"], name="session_user_active"
+            ),
+            models.Index(
+                fields=["tenant", "agent_id", "-last_active_at"], name="session_agent_active"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+
+class MessageRole(models.TextChoices):
+    SYSTEM = "system", "System"
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+    TOOL = "tool", "Tool"
+
+
+class Message(TenantOwnedModel):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveBigIntegerField()
+    role = models.CharField(max_length=16, choices=MessageRole.choices)
+    content = models.TextField(blank=True, default="")
+    name = models.CharField(max_length=128, blank=True, default="")
+    tool_call_id = models.CharField(max_length=128, blank=True, default="")
+    tool_calls = models.JSONField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    token_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="message_unique_session_seq"),
+            models.CheckConstraint(
+                condition=models.Q(role__in=MessageRole.values), name="message_role_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "created_at"], name="message_tenant_created")]
+        ordering = ("session", "seq")
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.seq} {self.role}"
+
+
+class StateEntry(TenantOwnedModel):
+    """One key of a session's working state; `working_memory` is a key like any other."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="state_entries")
+    key = models.CharField(max_length=STATE_KEY_MAX_LENGTH)
+    value = models.JSONField(null=True)
+    position = models.PositiveBigIntegerField(help_text="FIFO order: the lowest is evicted first")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "key"], name="state_unique_session_key"),
+        ]
+        indexes = [models.Index(fields=["session", "position"], name="state_session_position")]
+        ordering = ("session", "position")
+        verbose_name_plural = "state entries"
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.key}"

@@ -1,0 +1,255 @@
+"""Every write to conversation memory: sessions, message appends and session state."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from memoryhub.accounts.models import AuditAction, EndUser, Tenant
+from memoryhub.accounts.services import audit_event_record, end_user_get_or_create
+from memoryhub.core.errors import Conflict
+from memoryhub.core.tokens import count_tokens
+from sessions_app.models import Message, Session, StateEntry
+
+
+@dataclass(frozen=True)
+class MessageInput:
+    role: str
+    content: str = ""
+    name: str = ""
+    tool_call_id: str = ""
+    tool_calls: list[dict[str, Any]] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: dt.datetime | None = None
+    token_count: int | None = None
+
+
+def message_inputs_counted(*, messages: list[MessageInput]) -> list[MessageInput]:
+    """Fill in token counts. Callers do this before opening a transaction: tokenizing is the
+    slow part of an append and needs no lock."""
+    return [
+        item
+        if item.token_count is not None
+        else replace(item, token_count=count_tokens(item.content))
+        for item in messages
+    ]
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who did a write, for the audit log: ("api_key", prefix), ("staff", username), ..."""
+
+    type: str
+    name: str
+
+
+def session_create_or_get(
+    *,
+    tenant: Tenant,
+    user_id: str | None = None,
+    agent_id: str = "",
+    external_key: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> tuple[Session, bool]:
+    """Create a session, or return the one already holding `external_key` (created=False).
+
+    The bot's `channel:chat:thread` key is unique per tenant, so two racing requests for the
+    same key end up with one session: the loser's insert fails and it reads the winner's row.
+    """
+    end_user = end_user_get_or_create(tenant=tenant, external_id=user_id) if user_id else None
+    if external_key is not None:
+        existing = _session_by_external_key(tenant=tenant, external_key=external_key)
+        if existing is not None:
+            _check_same_owner(existing=existing, end_user=end_user)
+            return existing, False
+    try:
+        with transaction.atomic():
+            session = Session.objects.create(
+                tenant=tenant,
+                end_user=end_user,
+                agent_id=agent_id,
+                external_key=external_key,
+                metadata=metadata or {},
+                last_active_at=timezone.now(),
+            )
+    except IntegrityError:
+        existing = _session_by_external_key(tenant=tenant, external_key=external_key)
+        if existing is None:
+            raise
+        _check_same_owner(existing=existing, end_user=end_user)
+        return existing, False
+    return session, True
+
+
+def _session_by_external_key(*, tenant: Tenant, external_key: str | None) -> Session | None:
+    return (
+        Session.objects.for_tenant(tenant)
+        .select_related("end_user")
+        .filter(external_key=external_key)
+        .first()
+    )
+
+
+def _check_same_owner(*, existing: Session, end_user: EndUser | None) -> None:
+    if end_user is not None and existing.end_user_id not in (None, end_user.pk):
+        raise Conflict(
+            "This external_key already belongs to a session of another user.",
+            code="external_key_conflict",
+        )
+
+
+def session_update(
+    *,
+    session: Session,
+    agent_id: str | None = None,
+    external_key: str | None = None,
+    clear_external_key: bool = False,
+    metadata: dict[str, Any] | None = None,
+) -> Session:
+    """Patch the given fields; an update counts as activity (seed 002 "touch on update")."""
+    fields = ["last_active_at", "updated_at"]
+    if agent_id is not None:
+        session.agent_id = agent_id
+        fields.append("agent_id")
+    if external_key is not None or clear_external_key:
+        session.external_key = None if clear_external_key else external_key
+        fields.append("external_key")
+    if metadata is not None:
+        session.metadata = metadata
+        fields.append("metadata")
+    session.last_active_at = timezone.now()
+    try:
+        with transaction.atomic():
+            session.save(update_fields=fields)
+    except IntegrityError:
+        raise Conflict(
+            "Another session already has this external_key.", code="external_key_conflict"
+        ) from None
+    return session
+
+
+def session_delete(*, session: Session, actor: Actor) -> dict[str, int]:
+    """Delete a session with its messages and state; the counts go to the audit log."""
+    with transaction.atomic():
+        counts = {
+            "sessions": 1,
+            "messages": Message.objects.filter(session=session).count(),
+            "state_entries": StateEntry.objects.filter(session=session).count(),
+        }
+        session_id = str(session.pk)
+        tenant = session.tenant
+        session.delete()
+        audit_event_record(
+            tenant=tenant,
+            actor_type=actor.type,
+            actor=actor.name,
+            action=AuditAction.DELETE,
+            object_type="session",
+            object_id=session_id,
+            counts=counts,
+        )
+    return counts
+
+
+def _lock_session(*, tenant: Tenant, session_id: uuid.UUID) -> Session:
+    # The row lock serialises appends to one session (PostgreSQL); on SQLite the IMMEDIATE
+    # transaction already holds the database write lock, and select_for_update is a no-op.
+    return Session.objects.select_for_update().get(tenant=tenant, pk=session_id)
+
+
+def message_append_batch(
+    *, tenant: Tenant, session_id: uuid.UUID, messages: list[MessageInput]
+) -> tuple[Session, list[Message]]:
+    """Append messages in order with gapless seqs; all or none are written.
+
+    Raises Session.DoesNotExist for a session that is not the tenant's.
+    """
+    counted = message_inputs_counted(messages=messages)
+    with transaction.atomic():
+        return _message_append_locked(tenant=tenant, session_id=session_id, messages=counted)
+
+
+def _message_append_locked(
+    *, tenant: Tenant, session_id: uuid.UUID, messages: list[MessageInput]
+) -> tuple[Session, list[Message]]:
+    session = _lock_session(tenant=tenant, session_id=session_id)
+    now = timezone.now()
+    rows = []
+    for offset, item in enumerate(messages, start=1):
+        rows.append(
+            Message(
+                tenant=tenant,
+                session=session,
+                seq=session.last_seq + offset,
+                role=item.role,
+                content=item.content,
+                name=item.name,
+                tool_call_id=item.tool_call_id,
+                tool_calls=item.tool_calls,
+                metadata=item.metadata,
+                token_count=item.token_count or 0,
+                created_at=item.created_at or now,
+            )
+        )
+    created = Message.objects.bulk_create(rows)
+    added_tokens = sum(row.token_count for row in rows)
+    Session.objects.filter(pk=session.pk).update(
+        last_seq=F("last_seq") + len(rows),
+        message_count=F("message_count") + len(rows),
+        token_count=F("token_count") + added_tokens,
+        last_active_at=now,
+        updated_at=now,
+    )
+    session.last_seq += len(rows)
+    session.message_count += len(rows)
+    session.token_count += added_tokens
+    session.last_active_at = now
+    session.updated_at = now
+    return session, created
+
+
+@transaction.atomic
+def state_set(
+    *, tenant: Tenant, session_id: uuid.UUID, key: str, value: Any, cap: int
+) -> tuple[StateEntry, bool, list[str]]:
+    """Set a key (moving it to the end of the FIFO) and evict the oldest keys past `cap`.
+
+    Returns the entry, whether it was created, and the keys evicted to make room.
+    """
+    session = _lock_session(tenant=tenant, session_id=session_id)
+    position = session.state_clock + 1
+    now = timezone.now()
+    entry, created = StateEntry.objects.update_or_create(
+        session=session,
+        key=key,
+        defaults={"value": value, "position": position},
+        create_defaults={"tenant": tenant, "value": value, "position": position},
+    )
+    Session.objects.filter(pk=session.pk).update(
+        state_clock=position, last_active_at=now, updated_at=now
+    )
+    evicted: list[str] = []
+    if created:
+        overflow = StateEntry.objects.filter(session=session).count() - cap
+        if overflow > 0:
+            oldest = list(
+                StateEntry.objects.filter(session=session)
+                .order_by("position")
+                .values_list("pk", "key")[:overflow]
+            )
+            StateEntry.objects.filter(pk__in=[pk for pk, _ in oldest]).delete()
+            evicted = [evicted_key for _, evicted_key in oldest]
+    return entry, created, evicted
+
+
+@transaction.atomic
+def state_delete(*, tenant: Tenant, session_id: uuid.UUID, key: str) -> bool:
+    session = _lock_session(tenant=tenant, session_id=session_id)
+    deleted, _ = StateEntry.objects.filter(session=session, key=key).delete()
+    return deleted > 0

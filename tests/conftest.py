@@ -1,0 +1,98 @@
+"""Three actors, as in healthchecks' tests: the owner's key, a read-only key of the same tenant,
+and an outsider (another tenant) whose every request for the owner's data must be a 404."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from memoryhub.accounts.models import ApiKey, Tenant
+from memoryhub.accounts.services import api_key_create
+from sessions_app import services
+from sessions_app.models import Session
+from tests.factories import TenantFactory
+
+
+def pytest_report_header() -> list[str]:
+    engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    broker = "redis" if settings.REDIS_URL else "filesystem"
+    return [f"memoryhub: database={engine} broker={broker}"]
+
+
+def client_for(secret: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return client
+
+
+@pytest.fixture
+def tenant(db: None) -> Tenant:
+    return TenantFactory(slug="acme")
+
+
+@pytest.fixture
+def other_tenant(db: None) -> Tenant:
+    return TenantFactory(slug="outsider")
+
+
+@pytest.fixture
+def make_key() -> Callable[..., tuple[ApiKey, str]]:
+    def make(tenant: Tenant, scopes: list[str] | None = None, **kwargs: Any) -> tuple[ApiKey, str]:
+        return api_key_create(
+            tenant=tenant, name="test key", scopes=scopes or ["read", "write"], **kwargs
+        )
+
+    return make
+
+
+@pytest.fixture
+def api(tenant: Tenant, make_key: Callable[..., tuple[ApiKey, str]]) -> APIClient:
+    return client_for(make_key(tenant)[1])
+
+
+@pytest.fixture
+def read_only_api(tenant: Tenant, make_key: Callable[..., tuple[ApiKey, str]]) -> APIClient:
+    return client_for(make_key(tenant, scopes=["read"])[1])
+
+
+@pytest.fixture
+def outsider_api(other_tenant: Tenant, make_key: Callable[..., tuple[ApiKey, str]]) -> APIClient:
+    return client_for(make_key(other_tenant, scopes=["read", "write", "purge"])[1])
+
+
+@pytest.fixture
+def session(tenant: Tenant) -> Session:
+    created, _ = services.session_create_or_get(
+        tenant=tenant, user_id="whatsapp:+4912345", agent_id="chat"
+    )
+    return created
+
+
+@pytest.fixture
+def limits(settings: Any) -> dict[str, int]:
+    """Shrink limits for one test: `limits["STATE_CAP"] = 3` (pytest-django restores them)."""
+    settings.MEMORYHUB_LIMITS = dict(settings.MEMORYHUB_LIMITS)
+    return settings.MEMORYHUB_LIMITS  # type: ignore[no-any-return]
+
+
+def error_fields(response: Any) -> dict[str, Any]:
+    body = response.json()
+    assert "error" in body, body
+    return body["error"].get("fields", {})
+
+
+def error_code(response: Any) -> str:
+    return str(response.json()["error"]["code"])
+
+
+@pytest.fixture(autouse=True)
+def _static_files_without_collectstatic(settings: Any) -> None:
+    # Production serves hashed files from `collectstatic`; tests read them from static/ as they are.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
