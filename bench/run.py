@@ -163,7 +163,7 @@ class Config:
     worker_class: str
     threads: int
     profile: bool
-    profile_appends: int
+    profile_requests: int
     profile_out: Path | None
     save: bool
     big: bool
@@ -192,7 +192,12 @@ def parse_args(argv: list[str] | None = None) -> Config:
         default=None,
         help=f"Timed appends per client (default {SIZES['default'][0]}, --big {SIZES['big'][0]}).",
     )
-    parser.add_argument("--warmup", type=int, default=25, help="Untimed appends per client first.")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=50,
+        help="Untimed appends per client first (fewer leaves cold-worker outliers in the p99).",
+    )
     parser.add_argument(
         "--read-rows",
         type=int,
@@ -211,11 +216,12 @@ def parse_args(argv: list[str] | None = None) -> Config:
         "--worker-class", default="sync", help="gunicorn worker class (sync, gthread)."
     )
     parser.add_argument("--threads", type=int, default=1, help="gunicorn threads per worker.")
+    parser.add_argument("--no-profile", action="store_true", help="Skip the in-process profiles.")
     parser.add_argument(
-        "--no-profile", action="store_true", help="Skip the in-process profile of one append."
-    )
-    parser.add_argument(
-        "--profile-appends", type=int, default=300, help="Appends to time and to profile."
+        "--profile-requests",
+        type=int,
+        default=300,
+        help="Requests to time, and as many to profile, for each in-process profile.",
     )
     parser.add_argument(
         "--profile-out",
@@ -239,12 +245,20 @@ def parse_args(argv: list[str] | None = None) -> Config:
         worker_class=args.worker_class,
         threads=args.threads,
         profile=not args.no_profile,
-        profile_appends=args.profile_appends,
+        profile_requests=args.profile_requests,
         profile_out=args.profile_out,
         save=not args.no_save,
         big=args.big,
     )
-    for name in ("clients", "appends", "read_rows", "reads", "workers", "threads"):
+    for name in (
+        "clients",
+        "appends",
+        "read_rows",
+        "reads",
+        "workers",
+        "threads",
+        "profile_requests",
+    ):
         if getattr(config, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if config.read_rows < 21:
@@ -440,6 +454,10 @@ class Gunicorn:
         )
         self.process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
     def start(self) -> None:
         command = [
             sys.executable,
@@ -551,10 +569,17 @@ class ApiClient:
 Worker = Callable[[threading.Barrier], list[float]]
 
 
-def run_clients(workers: list[Worker]) -> tuple[float, list[list[float]]]:
+@dataclass
+class ClientsOutcome:
+    wall: float  # seconds from the barrier to the last client's end
+    latencies: list[list[float]]  # per client
+    cpu_before: CpuSample | None
+    cpu_after: CpuSample | None
+
+
+def run_clients(workers: list[Worker], server_group: int | None = None) -> ClientsOutcome:
     """Run each worker in its own thread. A worker warms up, waits on the barrier, then does its
-    timed part and returns its latencies. Returns the wall time from the barrier to the last
-    worker's end, and the latencies."""
+    timed part and returns its latencies. CPU use is sampled around the timed part."""
     barrier = threading.Barrier(len(workers) + 1)
     results: list[list[float]] = [[] for _ in workers]
     errors: list[BaseException] = []
@@ -581,12 +606,14 @@ def run_clients(workers: list[Worker]) -> tuple[float, list[list[float]]]:
             raise errors[0] from None
         raise BenchError("clients did not finish their warm-up within 300 s") from None
     started = time.perf_counter()
+    before = cpu_sample(server_group)
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - started
+    after = cpu_sample(server_group)
     if errors:
         raise errors[0]
-    return wall, results
+    return ClientsOutcome(wall, results, before, after)
 
 
 @dataclass
@@ -595,15 +622,17 @@ class AppendResult:
     seconds: float
     rate: float
     latency: Latency
+    cpu: str
 
 
-def append_result(wall: float, per_client: list[list[float]]) -> AppendResult:
-    latencies = [value for client in per_client for value in client]
+def append_result(outcome: ClientsOutcome) -> AppendResult:
+    latencies = [value for client in outcome.latencies for value in client]
     return AppendResult(
         appends=len(latencies),
-        seconds=wall,
-        rate=len(latencies) / wall,
+        seconds=outcome.wall,
+        rate=len(latencies) / outcome.wall,
         latency=Latency.of(latencies),
+        cpu=cpu_line(outcome.cpu_before, outcome.cpu_after, len(latencies)),
     )
 
 
@@ -647,7 +676,14 @@ RAW_UPDATE = (
 
 
 def raw_append_worker(
-    *, database_url: str, tenant_id: int, session_id: str, client: int, warmup: int, count: int
+    *,
+    database_url: str,
+    tenant_id: int,
+    session_id: str,
+    client: int,
+    warmup: int,
+    count: int,
+    connections: list[Any],
 ) -> Worker:
     """The API's append transaction without Django: BEGIN; lock the session row; insert the
     message at last_seq + 1; bump the session's counters; COMMIT."""
@@ -667,15 +703,17 @@ def raw_append_worker(
             conn.execute(RAW_UPDATE, (tokens, now, now, session))
 
     def work(barrier: threading.Barrier) -> list[float]:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            for index in range(warmup):
-                append(conn, -1 - index)
-            barrier.wait()
-            latencies: list[float] = []
-            for index in range(count):
-                started = time.perf_counter()
-                append(conn, index)
-                latencies.append(time.perf_counter() - started)
+        conn = psycopg.connect(database_url, autocommit=True)
+        # Closed by the caller after the CPU sample: an exited backend's CPU time is not counted.
+        connections.append(conn)
+        for index in range(warmup):
+            append(conn, -1 - index)
+        barrier.wait()
+        latencies: list[float] = []
+        for index in range(count):
+            started = time.perf_counter()
+            append(conn, index)
+            latencies.append(time.perf_counter() - started)
         return latencies
 
     return work
@@ -745,7 +783,7 @@ def raw_reads(*, database_url: str, tenant_id: int, session_id: str, count: int)
     return latencies
 
 
-# --- profile of one append ----------------------------------------------------------------------
+# --- profile of one request, in-process --------------------------------------------------------
 
 
 @dataclass
@@ -757,14 +795,16 @@ class QueryStat:
 
 @dataclass
 class ProfileResult:
-    appends: int
-    wall_ms: float  # mean per append, unprofiled
+    what: str
+    requests: int
+    wall_ms: float  # mean per request, unprofiled
     db_ms: float  # statements + commit + health check, unprofiled
-    statements_per_append: float
+    statements_per_request: float
     queries: list[QueryStat] = field(default_factory=list)
-    phases: list[tuple[str, float | None]] = field(default_factory=list)  # (label, ms/append)
+    phases: list[tuple[int, str, float | None]] = field(default_factory=list)  # indent, label, ms
     profiled_total_ms: float = 0.0
-    top: list[tuple[float, float, float, str]] = field(default_factory=list)
+    top_cumulative: list[tuple[float, float, float, str]] = field(default_factory=list)
+    top_own: list[tuple[float, float, float, str]] = field(default_factory=list)
 
 
 def short_sql(sql: str) -> str:
@@ -779,71 +819,141 @@ def short_function(key: tuple[str, int, str]) -> str:
     filename, line, name = key
     if filename == "~":
         return name
-    for anchor in ("site-packages/", str(ROOT) + "/"):
+    for anchor in ("site-packages/", str(ROOT) + "/", "/lib/python3"):
         if anchor in filename:
             filename = filename.split(anchor, 1)[1]
             break
     return f"{filename}:{line}({name})"
 
 
-# (label, file suffix, function name); the outermost (largest cumulative) match is taken.
-PHASES: list[tuple[str, str, str]] = [
-    ("authentication (ApiKeyAuthentication, its query)", "memoryhub/accounts/authentication.py",
-     "authenticate"),
-    ("permission (scope check)", "memoryhub/accounts/permissions.py", "has_permission"),
-    ("request JSON parsing", "rest_framework/request.py", "_parse"),
-    ("validation (MessageInputSerializer)", "sessions_app/api/views.py", "_validated_messages"),
-    ("token counting (tiktoken)", "memoryhub/core/tokens.py", "count_tokens"),
-    ("idempotency wrapper (run_idempotent)", "memoryhub/core/idempotency.py", "run_idempotent"),
-    ("  append service: lock, insert, update, commit", "sessions_app/services.py",
-     "message_append_batch"),
-    ("  output serialization (MessageOutputSerializer)", "rest_framework/serializers.py", "data"),
-    ("JSON rendering (Response.rendered_content)", "rest_framework/response.py",
-     "rendered_content"),
-]  # fmt: skip
-DB_PHASES: list[tuple[str, str, str]] = [
-    ("statements (driver time, CursorWrapper._execute)", "django/db/backends/utils.py", "_execute"),
-    ("commit", "django/db/backends/base/base.py", "_commit"),
-    ("health check SELECT 1 (CONN_HEALTH_CHECKS)", "django/db/backends/postgresql/base.py",
-     "is_usable"),
+# A phase is (indent, label, file suffix, function name, how): "max" takes the outermost match
+# (nested calls of one function), "sum" adds up distinct functions of that name (e.g. the
+# compilers' as_sql). A missing function (renamed in the app) shows as n/a.
+Phase = tuple[int, str, str, str, str]
+AUTH_PHASES: list[Phase] = [
+    (
+        1,
+        "authentication (ApiKeyAuthentication, its query)",
+        "memoryhub/accounts/authentication.py",
+        "authenticate",
+        "max",
+    ),
+    (1, "permission (scope check)", "memoryhub/accounts/permissions.py", "has_permission", "max"),
+]
+APPEND_PHASES: list[Phase] = [
+    *AUTH_PHASES,
+    (1, "request JSON parsing", "rest_framework/request.py", "_parse", "max"),
+    (
+        1,
+        "validation (MessageInputSerializer)",
+        "sessions_app/api/views.py",
+        "_validated_messages",
+        "max",
+    ),
+    (1, "token counting (tiktoken)", "memoryhub/core/tokens.py", "count_tokens", "max"),
+    (
+        1,
+        "append + output (run_idempotent -> perform)",
+        "memoryhub/core/idempotency.py",
+        "run_idempotent",
+        "max",
+    ),
+    (
+        2,
+        "append service: lock, insert, update, commit",
+        "sessions_app/services.py",
+        "message_append_batch",
+        "max",
+    ),
+    (
+        2,
+        "output serialization (MessageOutputSerializer)",
+        "rest_framework/serializers.py",
+        "data",
+        "max",
+    ),
+]
+READ_PHASES: list[Phase] = [
+    *AUTH_PHASES,
+    (
+        1,
+        "session lookup (session_get_for_tenant)",
+        "sessions_app/selectors.py",
+        "session_get_for_tenant",
+        "max",
+    ),
+    (
+        1,
+        "query-string validation (MessageListQuerySerializer)",
+        "rest_framework/serializers.py",
+        "is_valid",
+        "max",
+    ),
+    (
+        1,
+        "messages query (message_list_last)",
+        "sessions_app/selectors.py",
+        "message_list_last",
+        "max",
+    ),
+    (
+        1,
+        "output serialization (MessageOutputSerializer)",
+        "rest_framework/serializers.py",
+        "data",
+        "max",
+    ),
+]
+TAIL_PHASES: list[Phase] = [
+    (0, "JSON rendering (Response.rendered_content)", "rest_framework/response.py",
+     "rendered_content", "max"),
+    (0, "database work, inside the phases above:", "", "", ""),
+    (1, "ORM: building SQL (compilers' as_sql)", "django/db/models/sql/compiler.py", "as_sql",
+     "sum"),
+    (1, "statements: send + wait (CursorWrapper._execute)", "django/db/backends/utils.py",
+     "_execute", "max"),
+    (1, "commit", "django/db/backends/base/base.py", "_commit", "max"),
+    (1, "health check SELECT 1 (CONN_HEALTH_CHECKS)", "django/db/backends/postgresql/base.py",
+     "is_usable", "max"),
 ]  # fmt: skip
 
 
-def cumulative(stats: dict[Any, Any], suffix: str, name: str) -> float | None:
+def cumulative(stats: dict[Any, Any], suffix: str, name: str, how: str = "max") -> float | None:
     found = [
         value[3]
         for (filename, _line, function), value in stats.items()
         if function == name and filename.endswith(suffix)
     ]
-    return max(found) if found else None
+    if not found:
+        return None
+    return sum(found) if how == "sum" else max(found)
 
 
-def profile_append(
-    *, session_id: str, secret: str, appends: int, dump: Path | None = None
-) -> ProfileResult:
-    """Drive Django's WSGI handler directly (the same entry point gunicorn calls, signals
-    included, minus HTTP) for `appends` appends unprofiled, then as many under cProfile."""
-    from django.core.handlers.wsgi import WSGIHandler
-    from django.db import connection
+class InProcessClient:
+    """Calls Django's WSGI handler directly: the entry point gunicorn calls, with the same
+    request_started/request_finished signals (connection reuse and health checks), minus HTTP."""
 
-    app = WSGIHandler()
-    path = f"/api/v1/sessions/{session_id}/messages/"
+    def __init__(self, secret: str) -> None:
+        from django.core.handlers.wsgi import WSGIHandler
 
-    def call(index: int) -> None:
-        data = json.dumps({"role": "user", "content": message_content(0, index)}).encode()
+        self.app = WSGIHandler()
+        self.secret = secret
+
+    def __call__(self, method: str, url: str, body: bytes | None, expect: int) -> None:
+        path, _, query = url.partition("?")
+        data = body or b""
         environ = {
-            "REQUEST_METHOD": "POST",
+            "REQUEST_METHOD": method,
             "SCRIPT_NAME": "",
             "PATH_INFO": path,
-            "QUERY_STRING": "",
-            "CONTENT_TYPE": "application/json",
-            "CONTENT_LENGTH": str(len(data)),
+            "QUERY_STRING": query,
             "SERVER_NAME": "127.0.0.1",
             "SERVER_PORT": "8000",
             "SERVER_PROTOCOL": "HTTP/1.1",
             "REMOTE_ADDR": "127.0.0.1",
             "HTTP_HOST": "127.0.0.1",
-            "HTTP_AUTHORIZATION": f"Bearer {secret}",
+            "HTTP_AUTHORIZATION": f"Bearer {self.secret}",
+            "HTTP_ACCEPT": "application/json",
             "wsgi.input": io.BytesIO(data),
             "wsgi.errors": sys.stderr,
             "wsgi.url_scheme": "http",
@@ -852,19 +962,34 @@ def profile_append(
             "wsgi.multiprocess": True,
             "wsgi.run_once": False,
         }
+        if body is not None:
+            environ["CONTENT_TYPE"] = "application/json"
+            environ["CONTENT_LENGTH"] = str(len(data))
         status: list[str] = []
-        result = app(environ, lambda code, headers, exc_info=None: status.append(code))
+        result = self.app(environ, lambda code, headers, exc_info=None: status.append(code))
         try:
             b"".join(result)
         finally:
             result.close()  # fires request_finished, as gunicorn does
-        if not status or not status[0].startswith("201"):
-            raise BenchError(f"in-process append answered {status}")
+        if not status or not status[0].startswith(str(expect)):
+            raise BenchError(f"in-process {method} {url} answered {status}, expected {expect}")
 
-    for index in range(30):  # warm-up: imports, tokenizer, connection
-        call(-1 - index)
 
-    # Pass 1, unprofiled: wall time, and every statement timed where Django executes it.
+def profile_requests(
+    *,
+    what: str,
+    request: Callable[[int], None],
+    count: int,
+    phases: list[Phase],
+    dump: Path | None = None,
+) -> ProfileResult:
+    """`count` requests unprofiled (wall time, every DB statement timed), then `count` more
+    under cProfile (where the Python time goes)."""
+    from django.db import connection
+
+    for index in range(30):  # warm-up: lazy imports, tokenizer, connection
+        request(-1 - index)
+
     queries: dict[str, QueryStat] = {}
     extra = {"commit": QueryStat("COMMIT", 0, 0.0), "health": QueryStat("SELECT 1", 0, 0.0)}
 
@@ -888,99 +1013,208 @@ def profile_append(
 
         return wrapper
 
+    # COMMIT and the health check bypass execute_wrapper: time them on this connection object.
     connection._commit = timed(extra["commit"], connection._commit)  # type: ignore[method-assign]
     connection.is_usable = timed(extra["health"], connection.is_usable)  # type: ignore[method-assign]
     try:
         with connection.execute_wrapper(record):
             started = time.perf_counter()
-            for index in range(appends):
-                call(index)
+            for index in range(count):
+                request(index)
             wall = time.perf_counter() - started
     finally:
         del connection._commit
         del connection.is_usable
 
-    # Pass 2, under cProfile.
     profiler = cProfile.Profile()
     profiler.enable()
-    for index in range(appends, 2 * appends):
-        call(index)
+    for index in range(count, 2 * count):
+        request(index)
     profiler.disable()
     if dump is not None:
         profiler.dump_stats(dump)
     stats: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
 
-    per = 1000 / appends
+    per = 1000 / count
     total = cumulative(stats, "django/core/handlers/wsgi.py", "__call__") or math.nan
     dispatch = cumulative(stats, "rest_framework/views.py", "dispatch")
     rendering = cumulative(stats, "rest_framework/response.py", "rendered_content")
-    phases: list[tuple[str, float | None]] = []
+    rows: list[tuple[int, str, float | None]] = []
     if dispatch is not None:
         outside = total - dispatch - (rendering or 0.0)
-        phases.append(("Django middleware, routing, WSGI, signals", outside * per))
-        phases.append(("DRF view (APIView.dispatch), of which:", dispatch * per))
-    for label, suffix, name in PHASES:
-        value = cumulative(stats, suffix, name)
-        indent = "" if label.startswith("JSON rendering") else "  "
-        phases.append((indent + label, value * per if value is not None else None))
-    phases.append(("database, inside the above:", None))
-    for label, suffix, name in DB_PHASES:
-        value = cumulative(stats, suffix, name)
-        phases.append(("  " + label, value * per if value is not None else None))
+        rows.append((0, "Django middleware, routing, WSGI, signals", outside * per))
+        rows.append((0, "DRF view (APIView.dispatch), of which:", dispatch * per))
+    for indent, label, suffix, name, how in [*phases, *TAIL_PHASES]:
+        value = cumulative(stats, suffix, name, how) if name else None
+        rows.append((indent, label, value * per if value is not None else None))
 
-    plumbing = 0.95 * total  # the chain of middleware wrappers: all ~100%, no information
-    top = sorted(
-        (
-            (value[3] * per, value[2] * per, value[1] / appends, short_function(key))
-            for key, value in stats.items()
-            if value[3] < plumbing
-        ),
-        reverse=True,
+    def entry(key: Any, value: Any) -> tuple[float, float, float, str]:
+        return (value[3] * per, value[2] * per, value[1] / count, short_function(key))
+
+    # Everything at or above the view's dispatch is the chain of middleware wrappers: all ~100%.
+    ceiling = dispatch if dispatch is not None else 0.95 * total
+    top_cumulative = sorted(
+        (entry(key, value) for key, value in stats.items() if value[3] < ceiling), reverse=True
     )[:15]
+    top_own = sorted(
+        (entry(key, value) for key, value in stats.items()), key=lambda row: row[1], reverse=True
+    )[:10]
 
     statements = list(queries.values())
     db_seconds = sum(s.seconds for s in statements) + sum(s.seconds for s in extra.values())
     return ProfileResult(
-        appends=appends,
-        wall_ms=1000 * wall / appends,
-        db_ms=1000 * db_seconds / appends,
-        statements_per_append=sum(s.count for s in statements) / appends,
+        what=what,
+        requests=count,
+        wall_ms=1000 * wall / count,
+        db_ms=1000 * db_seconds / count,
+        statements_per_request=sum(s.count for s in statements) / count,
         queries=[*statements, *(s for s in extra.values() if s.count)],
-        phases=phases,
+        phases=rows,
         profiled_total_ms=total * per,
-        top=top,
+        top_cumulative=top_cumulative,
+        top_own=top_own,
     )
 
 
-def print_profile(result: ProfileResult) -> None:
-    n = result.appends
+def print_profile(result: ProfileResult, *, top: bool) -> None:
+    n = result.requests
     say(
-        f"in-process (Django WSGI handler, no HTTP, no concurrency), {n} appends unprofiled: "
-        f"{result.wall_ms:.2f} ms per append"
+        f"unprofiled, {n} requests in-process (no HTTP, no concurrency): "
+        f"{result.wall_ms:.2f} ms per {result.what}"
     )
     say(
-        f"DB per append: {result.statements_per_append:.1f} statements via the ORM, plus commit "
-        f"and health check = {result.db_ms:.2f} ms ({100 * result.db_ms / result.wall_ms:.0f}% "
-        "of the wall time; each includes its round trip to PostgreSQL)"
+        f"DB: {result.statements_per_request:.1f} ORM statements + commit + health check = "
+        f"{result.db_ms:.2f} ms ({100 * result.db_ms / result.wall_ms:.0f}% of it; "
+        "each timed around its round trip to PostgreSQL)"
     )
     for stat in result.queries:
         say(f"  {1000 * stat.seconds / n:6.3f} ms  x{stat.count / n:<4.1f} {stat.sql}")
     say(
-        f"\nwhere the time goes, cProfile, {n} more appends (inclusive ms per append; "
-        "profiling inflates Python time, not DB waits):"
+        f"where the time goes (cProfile, {n} more requests; inclusive ms per {result.what}; "
+        "cProfile inflates Python time, not DB waits):"
     )
     total = result.profiled_total_ms
     say(f"  {total:7.2f} ms  100%  whole request (WSGIHandler.__call__)")
-    for label, value in result.phases:
-        if value is None:
-            shown = "  n/a" if not label.endswith(":") else ""
-            say(f"  {'':7}    {shown:>4}  {label}" if shown else f"  {'':17}{label}")
-            continue
-        say(f"  {value:7.2f} ms  {100 * value / total:3.0f}%  {label}")
-    say(f"\ntop 15 by cumulative time (wrappers at >= 95% left out), per append over {n}:")
+    for indent, label, value in result.phases:
+        text = "  " * indent + label
+        if label.endswith(":") and value is None:
+            say(f"  {'':17}{text}")
+        elif value is None:
+            say(f"  {'n/a':>7}           {text}")
+        else:
+            say(f"  {value:7.2f} ms  {100 * value / total:3.0f}%  {text}")
+    if not top:
+        return
+    say(f"top 15 by cumulative time, below APIView.dispatch (ms per {result.what}):")
     say(f"  {'cum ms':>7}  {'own ms':>7}  {'calls':>5}  function")
-    for cum, own, calls, name in result.top:
+    for cum, own, calls, name in result.top_cumulative:
         say(f"  {cum:7.3f}  {own:7.3f}  {calls:5.1f}  {name}")
+    say(f"top 10 by own time (ms per {result.what}):")
+    for cum, own, calls, name in result.top_own:
+        say(f"  {cum:7.3f}  {own:7.3f}  {calls:5.1f}  {name}")
+
+
+def bench_profiles(setup: Setup) -> dict[str, Any]:
+    config = setup.config
+    client = InProcessClient(setup.secret)
+    session_id = setup.new_session("profile")
+    append_url = f"/api/v1/sessions/{session_id}/messages/"
+
+    def append(index: int) -> None:
+        body = json.dumps({"role": "user", "content": message_content(0, index)}).encode()
+        client("POST", append_url, body, 201)
+
+    read_url = f"/api/v1/sessions/{setup.read_session.id}/messages/?last=20"
+
+    def read(index: int) -> None:
+        client("GET", read_url, None, 200)
+
+    section("Profile of one append (in-process)")
+    appends = profile_requests(
+        what="append",
+        request=append,
+        count=config.profile_requests,
+        phases=APPEND_PHASES,
+        dump=config.profile_out,
+    )
+    print_profile(appends, top=True)
+    section(f"Profile of one read of the last 20 ({config.read_rows:,}-message session)")
+    reads = profile_requests(
+        what="read", request=read, count=config.profile_requests, phases=READ_PHASES
+    )
+    print_profile(reads, top=False)
+    return {"append": asdict(appends), "read": asdict(reads)}
+
+
+# --- CPU accounting (Linux /proc) ---------------------------------------------------------------
+
+
+@dataclass
+class CpuSample:
+    machine_busy: float  # seconds of CPU, all processes
+    machine_total: float  # seconds of CPU capacity elapsed (busy + idle)
+    server: float  # gunicorn master and workers
+    postgres: float  # PostgreSQL's processes (backends that exit in between are missed)
+    client: float  # this process (the benchmark's client threads)
+
+
+def cpu_sample(server_group: int | None) -> CpuSample | None:
+    ticks = os.sysconf("SC_CLK_TCK")
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return None
+    values = [int(value) for value in fields]
+    idle = values[3] + values[4]  # idle + iowait
+    total = sum(values[:8])  # without guest time, already counted in user
+    server = postgres = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            head, rest_text = stat.read_text().rsplit(")", 1)
+            rest = rest_text.split()
+            used = int(rest[11]) + int(rest[12])  # utime + stime
+            if server_group is not None and int(rest[2]) == server_group:  # process group
+                server += used
+            elif head.split("(", 1)[1] == "postgres":
+                postgres += used
+    times = os.times()
+    return CpuSample(
+        machine_busy=(total - idle) / ticks,
+        machine_total=total / ticks,
+        server=server / ticks,
+        postgres=postgres / ticks,
+        client=times.user + times.system,
+    )
+
+
+def cpu_line(before: CpuSample | None, after: CpuSample | None, requests: int) -> str:
+    if before is None or after is None:
+        return "CPU: not measured (no /proc)"
+    busy = after.machine_busy - before.machine_busy
+    capacity = after.machine_total - before.machine_total
+    server = after.server - before.server
+    client = after.client - before.client
+    postgres = after.postgres - before.postgres
+    rest = busy - server - client - postgres
+    per = 1000 / requests
+    parts = [f"gunicorn {server * per:.2f}"] if server > 0 else []
+    parts += [
+        f"PostgreSQL {postgres * per:.2f}",
+        f"bench process {client * per:.2f}",
+        f"other processes + kernel {rest * per:.2f}",
+    ]
+    if capacity <= 0 or busy <= 0:
+        return "CPU: no time elapsed"
+    line = (
+        f"CPU per append {busy * per:.2f} ms ({', '.join(parts)}); "
+        f"CPUs {100 * busy / capacity:.0f}% busy"
+    )
+    if rest / busy > 0.2:
+        line += (
+            f"\n     NOTE: {100 * rest / busy:.0f}% of the CPU went to other processes: "
+            "numbers are noisy"
+        )
+    return line
 
 
 # --- main ---------------------------------------------------------------------------------------
@@ -1040,7 +1274,7 @@ def bench_appends(setup: Setup, server: Gunicorn) -> tuple[AppendResult, AppendR
     api_sessions = [setup.new_session(f"api-{i}") for i in range(config.clients)]
     raw_sessions = [setup.new_session(f"raw-{i}") for i in range(config.clients)]
     section(f"Appends: {config.clients} concurrent clients, one session each")
-    wall, latencies = run_clients(
+    outcome = run_clients(
         [
             api_append_worker(
                 port=server.port,
@@ -1051,12 +1285,15 @@ def bench_appends(setup: Setup, server: Gunicorn) -> tuple[AppendResult, AppendR
                 count=config.appends,
             )
             for i, session_id in enumerate(api_sessions)
-        ]
+        ],
+        server_group=server.pid,
     )
-    api = append_result(wall, latencies)
+    api = append_result(outcome)
     say(f"API  {api.appends} appends in {api.seconds:5.2f} s = {api.rate:8.1f} appends/s")
     say(f"     {api.latency.line()}")
-    wall, latencies = run_clients(
+    say(f"     {api.cpu}")
+    raw_connections: list[Any] = []
+    outcome = run_clients(
         [
             raw_append_worker(
                 database_url=config.database_url,
@@ -1065,13 +1302,18 @@ def bench_appends(setup: Setup, server: Gunicorn) -> tuple[AppendResult, AppendR
                 client=i,
                 warmup=config.warmup,
                 count=config.appends,
+                connections=raw_connections,
             )
             for i, session_id in enumerate(raw_sessions)
-        ]
+        ],
+        server_group=server.pid,
     )
-    raw = append_result(wall, latencies)
+    for conn in raw_connections:
+        conn.close()
+    raw = append_result(outcome)
     say(f"raw  {raw.appends} appends in {raw.seconds:5.2f} s = {raw.rate:8.1f} appends/s")
     say(f"     {raw.latency.line()}")
+    say(f"     {raw.cpu}")
     check_gapless(config.database_url, api_sessions + raw_sessions, config.warmup + config.appends)
     say("check: every session holds seqs 1..N without gaps, and its counters match")
     ratio = api.rate / raw.rate
@@ -1108,7 +1350,8 @@ def bench_reads(setup: Setup, server: Gunicorn) -> tuple[Latency, Latency]:
     say(f"API  {api.line()}")
     say(f"raw  {raw.line()}")
     say(
-        f"ratio raw/API at p50 {raw.p50_ms / api.p50_ms:.3f}    API p95 {api.p95_ms:.2f} ms "
+        f"ratio API/raw {raw.p50_ms / api.p50_ms:.3f} (as rates: raw p50 / API p50)    "
+        f"API p95 {api.p95_ms:.2f} ms "
         f"(target <= {TARGET_READ_P95_MS:.0f} ms)  {mark(api.p95_ms <= TARGET_READ_P95_MS)}"
         + read_note(config)
     )
@@ -1131,7 +1374,7 @@ def prepare(config: Config) -> tuple[Setup, Any]:
         f"machine    {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"gunicorn {config.workers} x {config.worker_class}"
         + (f" ({config.threads} threads)" if config.threads > 1 else "")
-        + ", DEBUG off, no access log"
+        + f", DEBUG off, no access log; load average {os.getloadavg()[0]:.2f} at start"
     )
     say(
         f"sizes      {config.clients} clients x {config.appends} appends (+{config.warmup} warm-up"
@@ -1189,15 +1432,7 @@ def run(config: Config) -> dict[str, Any]:
             }
         )
         if config.profile:
-            section("Profile of one append (in-process)")
-            profile = profile_append(
-                session_id=setup.new_session("profile"),
-                secret=setup.secret,
-                appends=config.profile_appends,
-                dump=config.profile_out,
-            )
-            print_profile(profile)
-            results["profile"] = asdict(profile)
+            results["profile"] = bench_profiles(setup)
     finally:
         connections.close_all()
         cleanup(config.database_url, setup.sessions, str(api_key.pk))

@@ -177,6 +177,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {"MessageRole": "sessions_app.models.MessageRole"},
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "memoryhub.core.schema.add_error_responses",
+    ],
 }
 
 # Limits a bot can hit; each has a clear 4xx (see memoryhub.core.limits).
