@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 
 from django.db.models import QuerySet
@@ -12,24 +11,9 @@ from memoryhub.accounts.models import Tenant
 from sessions_app.models import Message, Session, StateEntry
 
 
-def session_list_for_tenant(
-    *,
-    tenant: Tenant,
-    user_id: str | None = None,
-    agent_id: str | None = None,
-    active_since: dt.datetime | None = None,
-    active_before: dt.datetime | None = None,
-) -> QuerySet[Session]:
-    sessions = Session.objects.for_tenant(tenant).select_related("end_user")
-    if user_id is not None:
-        sessions = sessions.filter(end_user__external_id=user_id)
-    if agent_id is not None:
-        sessions = sessions.filter(agent_id=agent_id)
-    if active_since is not None:
-        sessions = sessions.filter(last_active_at__gte=active_since)
-    if active_before is not None:
-        sessions = sessions.filter(last_active_at__lt=active_before)
-    return sessions
+def session_list_for_tenant(*, tenant: Tenant) -> QuerySet[Session]:
+    """The tenant's sessions with their end users; the API narrows it with SessionFilter."""
+    return Session.objects.for_tenant(tenant).select_related("end_user")
 
 
 def session_get_for_tenant(*, tenant: Tenant, session_id: str | uuid.UUID) -> Session:

@@ -49,6 +49,8 @@ def add_error_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]
             expected = dict(_ALWAYS)
             if "requestBody" in operation:
                 expected.update(_WITH_BODY)
+            if any(p.get("name") == "Idempotency-Key" for p in operation.get("parameters", [])):
+                expected["422"] = "This Idempotency-Key was used before with another request."
             for status, description in expected.items():
                 responses.setdefault(status, {"description": description})
             for status, response in responses.items():

@@ -76,13 +76,6 @@ class SessionOutputSerializer(serializers.ModelSerializer[Session]):
         return session.end_user.external_id if session.end_user_id else None  # type: ignore[union-attr]
 
 
-class SessionListQuerySerializer(serializers.Serializer[Any]):
-    user_id = StrictCharField(required=False, max_length=END_USER_ID_MAX_LENGTH)
-    agent_id = StrictCharField(required=False, allow_blank=True, max_length=AGENT_ID_MAX_LENGTH)
-    active_since = serializers.DateTimeField(required=False)
-    active_before = serializers.DateTimeField(required=False)
-
-
 # --- messages -----------------------------------------------------------------------------------
 
 

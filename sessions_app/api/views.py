@@ -30,12 +30,14 @@ from memoryhub.core.idempotency import (
     HEADER as IDEMPOTENCY_HEADER,
 )
 from memoryhub.core.idempotency import (
+    IdempotentOutcome,
     idempotency_key_from,
     request_fingerprint,
     run_idempotent,
 )
 from memoryhub.core.limits import limit
 from sessions_app import selectors, services
+from sessions_app.api.filters import SessionFilter
 from sessions_app.api.serializers import (
     MessageBatchInputSerializer,
     MessageBatchOutputSerializer,
@@ -44,7 +46,6 @@ from sessions_app.api.serializers import (
     MessageOutputSerializer,
     MessagePageSerializer,
     SessionCreateInputSerializer,
-    SessionListQuerySerializer,
     SessionOutputSerializer,
     SessionPatchInputSerializer,
     StateEntryOutputSerializer,
@@ -59,6 +60,12 @@ SESSION_ID_PARAMETER = OpenApiParameter(
 )
 STATE_KEY_PARAMETER = OpenApiParameter(
     "key", OpenApiTypes.STR, OpenApiParameter.PATH, description="A state key."
+)
+IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
+    IDEMPOTENCY_HEADER,
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="1-255 printable ASCII characters; a retry with the same key replays the answer.",
 )
 NOT_FOUND = OpenApiResponse(description="No such session for this API key's tenant.")
 _STATE_KEY = re.compile(rf"^[^\x00-\x1f\x7f]{{1,{STATE_KEY_MAX_LENGTH}}}$")
@@ -75,6 +82,13 @@ def _session_uuid(raw: str) -> uuid.UUID:
         raise Http404("No such session.") from None
 
 
+def _idempotent_response(outcome: IdempotentOutcome) -> Response:
+    response = Response(outcome.body, status=outcome.status)
+    if outcome.replayed:
+        response["Idempotent-Replayed"] = "true"
+    return response
+
+
 class SessionPagination(LimitCursorPagination):
     # Newest activity first; the id breaks ties so the order is total.
     ordering = ("-last_active_at", "-id")
@@ -83,13 +97,17 @@ class SessionPagination(LimitCursorPagination):
 @extend_schema_view(
     list=extend_schema(
         operation_id="sessions_list",
-        summary="List sessions",
-        parameters=[SessionListQuerySerializer],
+        summary="List sessions, newest activity first",
         responses=SessionOutputSerializer(many=True),
     ),
     create=extend_schema(
         operation_id="sessions_create",
         summary="Create a session, or get the one holding external_key",
+        description=(
+            "Send an `Idempotency-Key` header to make a retried create safe when you do not use "
+            "an external_key."
+        ),
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=SessionCreateInputSerializer,
         responses={
             200: OpenApiResponse(SessionOutputSerializer, description="Existing session"),
@@ -121,22 +139,33 @@ class SessionViewSet(TenantScopedGenericViewSet):
     queryset = Session.objects.all()
     serializer_class = SessionOutputSerializer
     pagination_class = SessionPagination
+    filterset_class = SessionFilter
     lookup_url_kwarg = "session_id"
 
     def list(self, request: Request) -> Response:
-        query = SessionListQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        sessions = selectors.session_list_for_tenant(tenant=self.tenant, **query.validated_data)
+        sessions = self.filter_queryset(selectors.session_list_for_tenant(tenant=self.tenant))
         page = self.paginate_queryset(sessions)
         return self.get_paginated_response(SessionOutputSerializer(page, many=True).data)
 
     def create(self, request: Request) -> Response:
         data = SessionCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        session, created = services.session_create_or_get(tenant=self.tenant, **data.validated_data)
-        return Response(
-            SessionOutputSerializer(session).data,
-            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+
+        def perform() -> tuple[int, Any]:
+            session, created = services.session_create_or_get(
+                tenant=self.tenant, **data.validated_data
+            )
+            code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+            return code, SessionOutputSerializer(session).data
+
+        return _idempotent_response(
+            run_idempotent(
+                tenant=self.tenant,
+                key=idempotency_key_from(request),
+                scope="sessions.create",
+                fingerprint=request_fingerprint(request.data),
+                perform=perform,
+            )
         )
 
     def retrieve(self, request: Request, session_id: str) -> Response:
@@ -214,10 +243,7 @@ class SessionMessagesView(TenantScopedAPIView):
             "`Idempotency-Key` header to make retries safe: a replay returns the first response "
             "and writes nothing; the same key with a different body is a 422."
         ),
-        parameters=[
-            SESSION_ID_PARAMETER,
-            OpenApiParameter(IDEMPOTENCY_HEADER, OpenApiTypes.STR, OpenApiParameter.HEADER),
-        ],
+        parameters=[SESSION_ID_PARAMETER, IDEMPOTENCY_KEY_PARAMETER],
         request=MESSAGE_APPEND_REQUEST,
         responses={201: MESSAGE_APPEND_RESPONSE, 404: NOT_FOUND, 422: OpenApiResponse()},
         examples=[
@@ -253,17 +279,15 @@ class SessionMessagesView(TenantScopedAPIView):
             body = {"messages": rendered} if is_batch else rendered[0]
             return status.HTTP_201_CREATED, body
 
-        outcome = run_idempotent(
-            tenant=self.tenant,
-            key=key,
-            scope="sessions.messages.append",
-            fingerprint=request_fingerprint({"session": str(session_pk), "body": request.data}),
-            perform=perform,
+        return _idempotent_response(
+            run_idempotent(
+                tenant=self.tenant,
+                key=key,
+                scope="sessions.messages.append",
+                fingerprint=request_fingerprint({"session": str(session_pk), "body": request.data}),
+                perform=perform,
+            )
         )
-        response = Response(outcome.body, status=outcome.status)
-        if outcome.replayed:
-            response["Idempotent-Replayed"] = "true"
-        return response
 
     @staticmethod
     def _validated_messages(data: Any, *, is_batch: bool) -> list[dict[str, Any]]:

@@ -49,6 +49,15 @@ class TestCreate:
         assert again.json()["id"] == first.json()["id"]
         assert Session.objects.count() == 1
 
+    def test_a_retried_create_with_an_idempotency_key_makes_one_session(self, api):
+        first = api.post(SESSIONS, {"user_id": "u"}, format="json", HTTP_IDEMPOTENCY_KEY="c-1")
+        retry = api.post(SESSIONS, {"user_id": "u"}, format="json", HTTP_IDEMPOTENCY_KEY="c-1")
+
+        assert first.status_code == retry.status_code == 201
+        assert retry.json()["id"] == first.json()["id"]
+        assert retry["Idempotent-Replayed"] == "true"
+        assert Session.objects.count() == 1
+
     def test_it_refuses_an_external_key_held_by_another_users_session(self, api):
         api.post(SESSIONS, {"user_id": "alice", "external_key": "k"}, format="json")
 
