@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-import django_filters
+import django_filters  # type: ignore[import-untyped]  # ships no type hints
 
 from sessions_app.models import Session
 
