@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 
 from django.db.models import QuerySet
-from django.http import Http404
 
 from memoryhub.accounts.models import Tenant
+from memoryhub.core.errors import ResourceNotFound
 from sessions_app.models import Message, Session, StateEntry
 
 
@@ -21,10 +21,10 @@ def session_get_for_tenant(*, tenant: Tenant, session_id: str | uuid.UUID) -> Se
     try:
         pk = session_id if isinstance(session_id, uuid.UUID) else uuid.UUID(session_id)
     except ValueError:
-        raise Http404("No such session.") from None
+        raise ResourceNotFound("No such session.") from None
     session = Session.objects.for_tenant(tenant).select_related("end_user").filter(pk=pk).first()
     if session is None:
-        raise Http404("No such session.")
+        raise ResourceNotFound("No such session.")
     return session
 
 
@@ -60,5 +60,5 @@ def state_list_for_session(*, session: Session) -> QuerySet[StateEntry]:
 def state_get_for_session(*, session: Session, key: str) -> StateEntry:
     entry = StateEntry.objects.filter(tenant_id=session.tenant_id, session=session, key=key).first()
     if entry is None:
-        raise Http404("No such state key.")
+        raise ResourceNotFound("No such state key.")
     return entry

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from memoryhub.accounts.models import AuditAction, EndUser, Tenant
 from memoryhub.accounts.services import audit_event_record, end_user_get_or_create
-from memoryhub.core.errors import Conflict
+from memoryhub.core.errors import Conflict, ResourceNotFound
 from memoryhub.core.tokens import count_tokens
 from sessions_app.models import Message, Session, StateEntry
 
@@ -160,7 +160,10 @@ def session_delete(*, session: Session, actor: Actor) -> dict[str, int]:
 def _lock_session(*, tenant: Tenant, session_id: uuid.UUID) -> Session:
     # The row lock serialises appends to one session (PostgreSQL); on SQLite the IMMEDIATE
     # transaction already holds the database write lock, and select_for_update is a no-op.
-    return Session.objects.select_for_update().get(tenant=tenant, pk=session_id)
+    session = Session.objects.select_for_update().filter(tenant=tenant, pk=session_id).first()
+    if session is None:
+        raise ResourceNotFound("No such session.")
+    return session
 
 
 def message_append_batch(
@@ -168,7 +171,7 @@ def message_append_batch(
 ) -> tuple[Session, list[Message]]:
     """Append messages in order with gapless seqs; all or none are written.
 
-    Raises Session.DoesNotExist for a session that is not the tenant's.
+    Raises ResourceNotFound for a session that is not the tenant's.
     """
     counted = message_inputs_counted(messages=messages)
     with transaction.atomic():

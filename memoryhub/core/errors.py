@@ -22,6 +22,13 @@ from rest_framework.views import exception_handler
 logger = logging.getLogger(__name__)
 
 
+class ResourceNotFound(Exception):
+    """Raised by services and selectors for a missing or foreign id; the API answers 404.
+
+    Services stay free of HTTP types; this is their one way of saying "not yours / not there".
+    """
+
+
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The request conflicts with the current state of the resource."
@@ -63,6 +70,8 @@ def _error_body(code: str, message: str, fields: Any = None) -> dict[str, Any]:
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge()
+    elif isinstance(exc, ResourceNotFound):
+        exc = Http404(str(exc))
     response = exception_handler(exc, context)
     if response is None:
         # Unexpected: let Django log it, but still answer in our shape rather than an HTML page.

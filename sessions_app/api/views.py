@@ -6,7 +6,6 @@ import re
 import uuid
 from typing import Any
 
-from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -26,6 +25,7 @@ from memoryhub.core.api import (
     TenantScopedAPIView,
     TenantScopedGenericViewSet,
 )
+from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.idempotency import (
     HEADER as IDEMPOTENCY_HEADER,
 )
@@ -79,7 +79,7 @@ def _session_uuid(raw: str) -> uuid.UUID:
     try:
         return uuid.UUID(raw)
     except ValueError:
-        raise Http404("No such session.") from None
+        raise ResourceNotFound("No such session.") from None
 
 
 def _idempotent_response(outcome: IdempotentOutcome) -> Response:
@@ -269,12 +269,9 @@ class SessionMessagesView(TenantScopedAPIView):
         )
 
         def perform() -> tuple[int, Any]:
-            try:
-                _, created = services.message_append_batch(
-                    tenant=self.tenant, session_id=session_pk, messages=inputs
-                )
-            except Session.DoesNotExist:
-                raise Http404("No such session.") from None
+            _, created = services.message_append_batch(
+                tenant=self.tenant, session_id=session_pk, messages=inputs
+            )
             rendered = MessageOutputSerializer(created, many=True).data
             body = {"messages": rendered} if is_batch else rendered[0]
             return status.HTTP_201_CREATED, body
@@ -359,16 +356,13 @@ class SessionStateKeyView(TenantScopedAPIView):
         state_key = _state_key(key)
         data = StateValueInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            entry, created, evicted = services.state_set(
-                tenant=self.tenant,
-                session_id=session_pk,
-                key=state_key,
-                value=data.validated_data["value"],
-                cap=limit("STATE_CAP"),
-            )
-        except Session.DoesNotExist:
-            raise Http404("No such session.") from None
+        entry, created, evicted = services.state_set(
+            tenant=self.tenant,
+            session_id=session_pk,
+            key=state_key,
+            value=data.validated_data["value"],
+            cap=limit("STATE_CAP"),
+        )
         body = {**StateEntryOutputSerializer(entry).data, "evicted": evicted}
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
@@ -380,12 +374,9 @@ class SessionStateKeyView(TenantScopedAPIView):
     )
     def delete(self, request: Request, session_id: str, key: str) -> Response:
         session_pk = _session_uuid(session_id)
-        try:
-            deleted = services.state_delete(
-                tenant=self.tenant, session_id=session_pk, key=_state_key(key)
-            )
-        except Session.DoesNotExist:
-            raise Http404("No such session.") from None
+        deleted = services.state_delete(
+            tenant=self.tenant, session_id=session_pk, key=_state_key(key)
+        )
         if not deleted:
-            raise Http404("No such state key.")
+            raise ResourceNotFound("No such state key.")
         return Response(status=status.HTTP_204_NO_CONTENT)
