@@ -10,8 +10,8 @@ It serves the API the way production does (gunicorn, several workers, DEBUG off)
    transaction done raw with psycopg (lock the session row, next seq, insert, update, commit).
    Prints both rates, their ratio and the API's latency percentiles.
 2. reads: GET ?last=20 on a session holding --read-rows messages, through the API and raw.
-3. a profile of one append in-process (Django's WSGI handler, no HTTP): DB statements and where
-   the Python time goes.
+3. profiles of one append and one read, in-process (Django's WSGI handler, no HTTP): each DB
+   statement's time and where the Python time goes (auth, validation, queries, serialization).
 
 It is a report: the exit code is 0 unless something broke. See bench/README.md.
 """
@@ -567,6 +567,13 @@ class ApiClient:
 
 
 Worker = Callable[[threading.Barrier], list[float]]
+# Set when a client fails or the run is interrupted: the other clients stop at their next request.
+STOP = threading.Event()
+
+
+def check_stop() -> None:
+    if STOP.is_set():
+        raise BenchError("stopped")
 
 
 @dataclass
@@ -589,28 +596,37 @@ def run_clients(workers: list[Worker], server_group: int | None = None) -> Clien
             results[index] = worker(barrier)
         except BaseException as error:
             errors.append(error)
+            STOP.set()
             barrier.abort()
 
     threads = [
         threading.Thread(target=target, args=(i, w), name=f"client-{i}", daemon=True)
         for i, w in enumerate(workers)
     ]
+    STOP.clear()
     for thread in threads:
         thread.start()
     try:
-        barrier.wait(timeout=300)
-    except threading.BrokenBarrierError:
+        try:
+            barrier.wait(timeout=300)
+        except threading.BrokenBarrierError:
+            STOP.set()
+            for thread in threads:
+                thread.join(timeout=30)
+            if errors:
+                raise errors[0] from None
+            raise BenchError("clients did not finish their warm-up within 300 s") from None
+        started = time.perf_counter()
+        before = cpu_sample(server_group)
         for thread in threads:
-            thread.join(timeout=30)
-        if errors:
-            raise errors[0] from None
-        raise BenchError("clients did not finish their warm-up within 300 s") from None
-    started = time.perf_counter()
-    before = cpu_sample(server_group)
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - started
-    after = cpu_sample(server_group)
+            thread.join()
+        wall = time.perf_counter() - started
+        after = cpu_sample(server_group)
+    except BaseException:  # Ctrl-C included: let the clients stop before cleaning up
+        STOP.set()
+        for thread in threads:
+            thread.join(timeout=10)
+        raise
     if errors:
         raise errors[0]
     return ClientsOutcome(wall, results, before, after)
@@ -622,7 +638,7 @@ class AppendResult:
     seconds: float
     rate: float
     latency: Latency
-    cpu: str
+    cpu: dict[str, float] | None  # CPU ms per append by owner (see cpu_per_request)
 
 
 def append_result(outcome: ClientsOutcome) -> AppendResult:
@@ -632,7 +648,7 @@ def append_result(outcome: ClientsOutcome) -> AppendResult:
         seconds=outcome.wall,
         rate=len(latencies) / outcome.wall,
         latency=Latency.of(latencies),
-        cpu=cpu_line(outcome.cpu_before, outcome.cpu_after, len(latencies)),
+        cpu=cpu_per_request(outcome.cpu_before, outcome.cpu_after, len(latencies)),
     )
 
 
@@ -647,11 +663,13 @@ def api_append_worker(
     def work(barrier: threading.Barrier) -> list[float]:
         api = ApiClient(port, secret)
         for index in range(warmup):
+            check_stop()
             api.expect("POST", path, json.loads(body(-1 - index)), 201)
         bodies = [body(index) for index in range(count)]
         barrier.wait()
         latencies: list[float] = []
         for data in bodies:
+            check_stop()
             started = time.perf_counter()
             status, payload = api.request("POST", path, data)
             latencies.append(time.perf_counter() - started)
@@ -707,10 +725,12 @@ def raw_append_worker(
         # Closed by the caller after the CPU sample: an exited backend's CPU time is not counted.
         connections.append(conn)
         for index in range(warmup):
+            check_stop()
             append(conn, -1 - index)
         barrier.wait()
         latencies: list[float] = []
         for index in range(count):
+            check_stop()
             started = time.perf_counter()
             append(conn, index)
             latencies.append(time.perf_counter() - started)
@@ -966,7 +986,14 @@ class InProcessClient:
             environ["CONTENT_TYPE"] = "application/json"
             environ["CONTENT_LENGTH"] = str(len(data))
         status: list[str] = []
-        result = self.app(environ, lambda code, headers, exc_info=None: status.append(code))
+
+        def start_response(
+            code: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> Callable[[bytes], object]:
+            status.append(code)
+            return lambda chunk: None
+
+        result = self.app(environ, start_response)
         try:
             b"".join(result)
         finally:
@@ -1014,8 +1041,9 @@ def profile_requests(
         return wrapper
 
     # COMMIT and the health check bypass execute_wrapper: time them on this connection object.
-    connection._commit = timed(extra["commit"], connection._commit)  # type: ignore[method-assign]
-    connection.is_usable = timed(extra["health"], connection.is_usable)  # type: ignore[method-assign]
+    db: Any = connection
+    db._commit = timed(extra["commit"], db._commit)
+    db.is_usable = timed(extra["health"], db.is_usable)
     try:
         with connection.execute_wrapper(record):
             started = time.perf_counter()
@@ -1023,8 +1051,8 @@ def profile_requests(
                 request(index)
             wall = time.perf_counter() - started
     finally:
-        del connection._commit
-        del connection.is_usable
+        del db._commit  # the instance attributes go; the methods show through again
+        del db.is_usable
 
     profiler = cProfile.Profile()
     profiler.enable()
@@ -1187,32 +1215,48 @@ def cpu_sample(server_group: int | None) -> CpuSample | None:
     )
 
 
-def cpu_line(before: CpuSample | None, after: CpuSample | None, requests: int) -> str:
+def cpu_per_request(
+    before: CpuSample | None, after: CpuSample | None, requests: int
+) -> dict[str, float] | None:
+    """CPU milliseconds per request between two samples, by owner; None without /proc."""
     if before is None or after is None:
-        return "CPU: not measured (no /proc)"
+        return None
     busy = after.machine_busy - before.machine_busy
     capacity = after.machine_total - before.machine_total
-    server = after.server - before.server
-    client = after.client - before.client
-    postgres = after.postgres - before.postgres
-    rest = busy - server - client - postgres
-    per = 1000 / requests
-    parts = [f"gunicorn {server * per:.2f}"] if server > 0 else []
-    parts += [
-        f"PostgreSQL {postgres * per:.2f}",
-        f"bench process {client * per:.2f}",
-        f"other processes + kernel {rest * per:.2f}",
-    ]
     if capacity <= 0 or busy <= 0:
-        return "CPU: no time elapsed"
+        return None
+    server = after.server - before.server
+    postgres = after.postgres - before.postgres
+    client = after.client - before.client
+    rest = max(0.0, busy - server - client - postgres)  # ticks are coarse: never below zero
+    per = 1000 / requests
+    return {
+        "total_ms": busy * per,
+        "gunicorn_ms": server * per,
+        "postgres_ms": postgres * per,
+        "bench_ms": client * per,
+        "other_ms": rest * per,
+        "busy_pct": 100 * busy / capacity,
+    }
+
+
+def cpu_line(cpu: dict[str, float] | None) -> str:
+    if cpu is None:
+        return "CPU: not measured (needs Linux /proc)"
+    parts = [f"gunicorn {cpu['gunicorn_ms']:.2f}"] if cpu["gunicorn_ms"] > 0 else []
+    parts += [
+        f"PostgreSQL {cpu['postgres_ms']:.2f}",
+        f"bench process {cpu['bench_ms']:.2f}",
+        f"other processes + kernel {cpu['other_ms']:.2f}",
+    ]
     line = (
-        f"CPU per append {busy * per:.2f} ms ({', '.join(parts)}); "
-        f"CPUs {100 * busy / capacity:.0f}% busy"
+        f"CPU per append {cpu['total_ms']:.2f} ms ({', '.join(parts)}); "
+        f"CPUs {cpu['busy_pct']:.0f}% busy"
     )
-    if rest / busy > 0.2:
+    other = cpu["other_ms"] / cpu["total_ms"]
+    if other > 0.2:
         line += (
-            f"\n     NOTE: {100 * rest / busy:.0f}% of the CPU went to other processes: "
-            "numbers are noisy"
+            f"\n     NOTE: {100 * other:.0f}% of the CPU went to other processes: numbers are noisy"
         )
     return line
 
@@ -1291,7 +1335,7 @@ def bench_appends(setup: Setup, server: Gunicorn) -> tuple[AppendResult, AppendR
     api = append_result(outcome)
     say(f"API  {api.appends} appends in {api.seconds:5.2f} s = {api.rate:8.1f} appends/s")
     say(f"     {api.latency.line()}")
-    say(f"     {api.cpu}")
+    say(f"     {cpu_line(api.cpu)}")
     raw_connections: list[Any] = []
     outcome = run_clients(
         [
@@ -1313,7 +1357,7 @@ def bench_appends(setup: Setup, server: Gunicorn) -> tuple[AppendResult, AppendR
     raw = append_result(outcome)
     say(f"raw  {raw.appends} appends in {raw.seconds:5.2f} s = {raw.rate:8.1f} appends/s")
     say(f"     {raw.latency.line()}")
-    say(f"     {raw.cpu}")
+    say(f"     {cpu_line(raw.cpu)}")
     check_gapless(config.database_url, api_sessions + raw_sessions, config.warmup + config.appends)
     say("check: every session holds seqs 1..N without gaps, and its counters match")
     ratio = api.rate / raw.rate
