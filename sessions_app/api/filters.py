@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import django_filters  # type: ignore[import-untyped]  # ships no type hints
 
+from memoryhub.core.filters import UtcIsoDateTimeFilter
 from sessions_app.models import Session
 
 
@@ -10,10 +11,10 @@ class SessionFilter(django_filters.FilterSet):
         field_name="end_user__external_id", help_text="The bot's id of the person."
     )
     agent_id = django_filters.CharFilter(field_name="agent_id")
-    active_since = django_filters.IsoDateTimeFilter(
+    active_since = UtcIsoDateTimeFilter(
         field_name="last_active_at", lookup_expr="gte", help_text="Active at or after (ISO 8601)."
     )
-    active_before = django_filters.IsoDateTimeFilter(
+    active_before = UtcIsoDateTimeFilter(
         field_name="last_active_at", lookup_expr="lt", help_text="Active before (ISO 8601)."
     )
 

@@ -150,6 +150,15 @@ class TestList:
         assert len(seen) == 7
         assert set(seen) == created
 
+    @pytest.mark.parametrize(
+        "moment",
+        ["2882-12-28T21:06:31-19:29", "9999-12-31T23:59:59-10:00", "2026-01-01T00:00:00+14:00"],
+    )
+    def test_odd_utc_offsets_are_normalised_or_refused_never_a_500(self, api, moment):
+        response = api.get(SESSIONS, {"active_since": moment})
+
+        assert response.status_code in (200, 400)
+
     def test_it_refuses_a_bad_filter_or_cursor_with_400(self, api):
         assert api.get(SESSIONS, {"active_since": "yesterday"}).status_code == 400
         assert api.get(SESSIONS, {"cursor": "garbage"}).status_code == 400
