@@ -101,7 +101,9 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
 elif _db["ENGINE"] in ("django.db.backends.postgresql", "django.db.backends.postgresql_psycopg2"):
     _db["ENGINE"] = "django.db.backends.postgresql"
     _db["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
-    _db["CONN_HEALTH_CHECKS"] = True
+    # Off by default: the check is a round trip on every request. A connection that died since
+    # its last use fails that one request, which a bot retries (with its Idempotency-Key).
+    _db["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_CONN_HEALTH_CHECKS", default=False)
     _db.setdefault("OPTIONS", {})
 else:
     raise ImproperlyConfigured(f"Unsupported DATABASE_URL engine {_db['ENGINE']!r}")

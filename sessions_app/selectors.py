@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 
 from memoryhub.accounts.models import Tenant
 from memoryhub.core.errors import ResourceNotFound
@@ -16,39 +17,71 @@ def session_list_for_tenant(*, tenant: Tenant) -> QuerySet[Session]:
     return Session.objects.for_tenant(tenant).select_related("end_user")
 
 
-def session_get_for_tenant(*, tenant: Tenant, session_id: str | uuid.UUID) -> Session:
-    """The tenant's session, or 404 — for a missing id, a malformed one and another tenant's."""
+def _session_pk(session_id: str | uuid.UUID) -> uuid.UUID:
+    # A malformed id, a missing one and another tenant's all get the same answer.
+    if isinstance(session_id, uuid.UUID):
+        return session_id
     try:
-        pk = session_id if isinstance(session_id, uuid.UUID) else uuid.UUID(session_id)
+        return uuid.UUID(session_id)
     except ValueError:
         raise ResourceNotFound("No such session.") from None
-    session = Session.objects.for_tenant(tenant).select_related("end_user").filter(pk=pk).first()
-    if session is None:
+
+
+def _session_or_404(sessions: QuerySet[Session], session_id: str | uuid.UUID) -> Session:
+    found = list(sessions.filter(pk=_session_pk(session_id))[:1])
+    if not found:
         raise ResourceNotFound("No such session.")
-    return session
+    return found[0]
 
 
-def message_list_last(*, session: Session, count: int) -> tuple[list[Message], bool]:
-    """The last `count` messages in seq order, and whether older ones exist."""
-    newest_first = list(
-        Message.objects.filter(tenant_id=session.tenant_id, session=session).order_by("-seq")[
-            : count + 1
-        ]
+def session_get_for_tenant(*, tenant: Tenant, session_id: str | uuid.UUID) -> Session:
+    """The tenant's session with its end user, or ResourceNotFound."""
+    return _session_or_404(
+        Session.objects.for_tenant(tenant).select_related("end_user"), session_id
     )
-    has_more = len(newest_first) > count
-    return list(reversed(newest_first[:count])), has_more
 
 
-def message_list_after(
-    *, session: Session, after_seq: int, limit: int
-) -> tuple[list[Message], bool]:
-    """Messages with seq > `after_seq` in order, at most `limit`, and whether more follow."""
-    rows = list(
-        Message.objects.filter(
-            tenant_id=session.tenant_id, session=session, seq__gt=after_seq
-        ).order_by("seq")[: limit + 1]
+@dataclass(frozen=True)
+class MessagePage:
+    messages: list[Message]
+    has_more: bool
+    last_seq: int
+
+
+def message_page_for_tenant(
+    *,
+    tenant: Tenant,
+    session_id: str | uuid.UUID,
+    last: int | None = None,
+    after_seq: int | None = None,
+    limit: int = 50,
+) -> MessagePage:
+    """The last `last` messages, or up to `limit` after `after_seq`, in seq order.
+
+    `has_more` says whether older messages exist (with `last`) or newer ones follow (with
+    `after_seq`). This read comes before nearly every model call a bot makes, so it is one
+    query: the rows carry their session's last_seq through a join. Only an empty page needs a
+    second query, to tell an empty session from a missing (or foreign) one.
+    """
+    pk = _session_pk(session_id)
+    rows = Message.objects.filter(tenant=tenant, session_id=pk).annotate(
+        session_last_seq=F("session__last_seq")
     )
-    return rows[:limit], len(rows) > limit
+    if after_seq is not None:
+        found = list(rows.filter(seq__gt=after_seq).order_by("seq")[: limit + 1])
+        has_more = len(found) > limit
+        messages = found[:limit]
+    else:
+        count = last if last is not None else 20
+        newest_first = list(rows.order_by("-seq")[: count + 1])
+        has_more = len(newest_first) > count
+        messages = list(reversed(newest_first[:count]))
+    if messages:
+        last_seq = messages[0].session_last_seq
+    else:
+        head = _session_or_404(Session.objects.for_tenant(tenant).only("last_seq"), pk)
+        last_seq = head.last_seq
+    return MessagePage(messages=messages, has_more=has_more, last_seq=last_seq)
 
 
 def state_list_for_session(*, session: Session) -> QuerySet[StateEntry]:

@@ -7,8 +7,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memoryhub.accounts.models import AuditAction, EndUser, Tenant
@@ -168,53 +167,65 @@ def _lock_session(*, tenant: Tenant, session_id: uuid.UUID) -> Session:
 
 def message_append_batch(
     *, tenant: Tenant, session_id: uuid.UUID, messages: list[MessageInput]
-) -> tuple[Session, list[Message]]:
+) -> list[Message]:
     """Append messages in order with gapless seqs; all or none are written.
 
     Raises ResourceNotFound for a session that is not the tenant's.
     """
     counted = message_inputs_counted(messages=messages)
-    with transaction.atomic():
-        return _message_append_locked(tenant=tenant, session_id=session_id, messages=counted)
-
-
-def _message_append_locked(
-    *, tenant: Tenant, session_id: uuid.UUID, messages: list[MessageInput]
-) -> tuple[Session, list[Message]]:
-    session = _lock_session(tenant=tenant, session_id=session_id)
+    tokens = sum(item.token_count or 0 for item in counted)
     now = timezone.now()
-    rows = []
-    for offset, item in enumerate(messages, start=1):
-        rows.append(
-            Message(
-                tenant=tenant,
-                session=session,
-                seq=session.last_seq + offset,
-                role=item.role,
-                content=item.content,
-                name=item.name,
-                tool_call_id=item.tool_call_id,
-                tool_calls=item.tool_calls,
-                metadata=item.metadata,
-                token_count=item.token_count or 0,
-                created_at=item.created_at or now,
-            )
+    with transaction.atomic():
+        first_seq = _claim_seqs(
+            tenant=tenant, session_id=session_id, count=len(counted), tokens=tokens, now=now
         )
-    created = Message.objects.bulk_create(rows)
-    added_tokens = sum(row.token_count for row in rows)
-    Session.objects.filter(pk=session.pk).update(
-        last_seq=F("last_seq") + len(rows),
-        message_count=F("message_count") + len(rows),
-        token_count=F("token_count") + added_tokens,
-        last_active_at=now,
-        updated_at=now,
+        return Message.objects.bulk_create(
+            [
+                Message(
+                    tenant=tenant,
+                    session_id=session_id,
+                    seq=first_seq + offset,
+                    role=item.role,
+                    content=item.content,
+                    name=item.name,
+                    tool_call_id=item.tool_call_id,
+                    tool_calls=item.tool_calls,
+                    metadata=item.metadata,
+                    token_count=item.token_count or 0,
+                    created_at=item.created_at or now,
+                )
+                for offset, item in enumerate(counted)
+            ]
+        )
+
+
+def _claim_seqs(
+    *, tenant: Tenant, session_id: uuid.UUID, count: int, tokens: int, now: dt.datetime
+) -> int:
+    """Advance the session's counters by `count` messages and return the first seq claimed.
+
+    One `UPDATE … RETURNING` both takes the session's row lock — held until commit, so
+    concurrent appends to one session queue here and seqs stay gapless — and hands out the
+    range: one round trip where `SELECT … FOR UPDATE` + `UPDATE` would take two. (On SQLite the
+    IMMEDIATE transaction already serialises writers.) The ORM cannot express RETURNING on an
+    update, hence the SQL; names and values still go through Django's quoting and adaptation.
+    """
+    meta = Session._meta
+    quote = connection.ops.quote_name
+    prep_id = meta.pk.get_db_prep_value(session_id, connection)
+    prep_now = meta.get_field("last_active_at").get_db_prep_value(now, connection)
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET "  # noqa: S608 (identifiers from model metadata)
+        "last_seq = last_seq + %s, message_count = message_count + %s, "
+        "token_count = token_count + %s, last_active_at = %s, updated_at = %s "
+        "WHERE id = %s AND tenant_id = %s RETURNING last_seq"
     )
-    session.last_seq += len(rows)
-    session.message_count += len(rows)
-    session.token_count += added_tokens
-    session.last_active_at = now
-    session.updated_at = now
-    return session, created
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [count, count, tokens, prep_now, prep_now, prep_id, tenant.pk])
+        row = cursor.fetchone()
+    if row is None:
+        raise ResourceNotFound("No such session.")
+    return int(row[0]) - count + 1
 
 
 @transaction.atomic

@@ -21,7 +21,9 @@ def api_key_for_secret(*, presented: str) -> ApiKey:
     prefix, dot, _ = raw.partition(".")
     if not dot or not prefix:
         raise ApiKeyInvalid("Malformed API key.")
-    api_key = ApiKey.objects.select_related("tenant").filter(prefix=prefix).first()
+    # prefix is unique: no ORDER BY needed (the model's default ordering would add one).
+    found = list(ApiKey.objects.select_related("tenant").filter(prefix=prefix).order_by()[:1])
+    api_key = found[0] if found else None
     # Hash comparison is constant-time (Sha512ApiKeyHasher.verify), whatever the outcome.
     if api_key is None or not api_key.is_valid(raw):
         raise ApiKeyInvalid("Invalid API key.")

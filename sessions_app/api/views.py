@@ -52,6 +52,7 @@ from sessions_app.api.serializers import (
     StateEntryWriteOutputSerializer,
     StateListSerializer,
     StateValueInputSerializer,
+    message_data,
 )
 from sessions_app.models import STATE_KEY_MAX_LENGTH, Session
 
@@ -213,25 +214,21 @@ class SessionMessagesView(TenantScopedAPIView):
         responses={200: MessagePageSerializer, 404: NOT_FOUND},
     )
     def get(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
         query = MessageListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        if "after_seq" in params or "limit" in params:
-            rows, has_more = selectors.message_list_after(
-                session=session,
-                after_seq=params.get("after_seq", 0),
-                limit=params.get("limit", limit("PAGE_SIZE_DEFAULT")),
-            )
-        else:
-            rows, has_more = selectors.message_list_last(
-                session=session, count=params.get("last", 20)
-            )
+        page = selectors.message_page_for_tenant(
+            tenant=self.tenant,
+            session_id=session_id,
+            last=params.get("last"),
+            after_seq=params.get("after_seq", 0 if "limit" in params else None),
+            limit=params.get("limit", limit("PAGE_SIZE_DEFAULT")),
+        )
         return Response(
             {
-                "results": MessageOutputSerializer(rows, many=True).data,
-                "has_more": has_more,
-                "last_seq": session.last_seq,
+                "results": [message_data(message) for message in page.messages],
+                "has_more": page.has_more,
+                "last_seq": page.last_seq,
             }
         )
 
@@ -269,10 +266,10 @@ class SessionMessagesView(TenantScopedAPIView):
         )
 
         def perform() -> tuple[int, Any]:
-            _, created = services.message_append_batch(
+            created = services.message_append_batch(
                 tenant=self.tenant, session_id=session_pk, messages=inputs
             )
-            rendered = MessageOutputSerializer(created, many=True).data
+            rendered = [message_data(message) for message in created]
             body = {"messages": rendered} if is_batch else rendered[0]
             return status.HTTP_201_CREATED, body
 

@@ -22,7 +22,7 @@ def main() -> None:
     tenant = Tenant.objects.get(pk=int(tenant_id))
     seqs = []
     for i in range(int(count)):
-        _, created = message_append_batch(
+        created = message_append_batch(
             tenant=tenant,
             session_id=uuid.UUID(session_id),
             messages=[MessageInput(role="user", content=f"{label}-{i}")],

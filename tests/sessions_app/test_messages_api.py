@@ -318,6 +318,16 @@ class TestRead:
         assert [row["seq"] for row in rest["results"]] == list(range(26, 31))
         assert rest["has_more"] is False
 
+    def test_an_empty_session_reads_as_an_empty_page(self, api, session):
+        body = api.get(messages_url(session)).json()
+
+        assert body == {"results": [], "has_more": False, "last_seq": 0}
+
+    def test_reading_past_the_end_gives_an_empty_page_with_the_last_seq(self, api, history):
+        body = api.get(messages_url(history), {"after_seq": 30}).json()
+
+        assert body == {"results": [], "has_more": False, "last_seq": 30}
+
     @pytest.mark.parametrize(
         "params",
         [{"last": 0}, {"last": "x"}, {"last": 501}, {"after_seq": -1}, {"last": 5, "after_seq": 1}],
@@ -328,8 +338,8 @@ class TestRead:
     def test_it_uses_a_fixed_number_of_queries(self, api, history, django_assert_max_num_queries):
         api.get(messages_url(history))  # first use writes the key's last_used_at
 
-        # key lookup + session + messages
-        with django_assert_max_num_queries(3):
+        # key lookup + messages (which carry their session's last_seq through a join)
+        with django_assert_max_num_queries(2):
             response = api.get(messages_url(history), {"last": 30})
         assert len(response.json()["results"]) == 30
 
@@ -360,3 +370,24 @@ def test_the_response_is_plain_json(api, session):
 
     assert response["Content-Type"] == "application/json"
     assert json.loads(response.content)["seq"] == 1
+
+
+def test_the_fast_message_output_matches_the_documented_serializer(api, session):
+    from sessions_app.api.serializers import MessageOutputSerializer, message_data
+
+    append(
+        api,
+        session,
+        {
+            "role": "assistant",
+            "content": "",
+            "name": "bot",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+            "metadata": {"k": [1, 2]},
+        },
+    )
+    message = Message.objects.get(session=session)
+
+    assert message_data(message) == dict(MessageOutputSerializer(message).data)
