@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.contrib import admin
 from django.urls import reverse
@@ -5,6 +7,7 @@ from django.urls import reverse
 from memoryhub.accounts.models import ApiKey, AuditAction, AuditEvent, User
 from sessions_app import services
 from sessions_app.services import MessageInput
+from tests.conftest import client_for
 
 
 @pytest.fixture
@@ -57,6 +60,24 @@ def test_the_revoke_action_revokes_keys_and_audits(staff_client, populated, tena
 
     assert ApiKey.objects.get(pk=api_key.pk).revoked
     assert AuditEvent.objects.filter(action=AuditAction.KEY_REVOKE, actor="root").exists()
+
+
+def test_staff_create_a_key_in_the_admin_see_it_once_and_it_works(staff_client, tenant):
+    response = staff_client.post(
+        reverse("admin:accounts_apikey_add"),
+        {"tenant": tenant.pk, "name": "support bot", "scopes": ["read"]},
+        follow=True,
+    )
+
+    shown = [str(m) for m in response.context["messages"]]
+    secret = re.search(r"(mh_\S+)", shown[0]).group(1)
+    api_key = ApiKey.objects.get(tenant=tenant, name="support bot")
+    assert api_key.scopes == ["read"]
+    assert api_key.created_by.username == "root"
+    assert AuditEvent.objects.filter(action=AuditAction.KEY_CREATE, actor="root").exists()
+    client = client_for(secret)
+    assert client.get("/api/v1/sessions/").status_code == 200
+    assert client.post("/api/v1/sessions/", {}, format="json").status_code == 403
 
 
 def test_audit_events_are_read_only(staff_client, populated, tenant):

@@ -2,15 +2,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from rest_framework_api_key.admin import APIKeyModelAdmin
+from rest_framework_api_key.models import AbstractAPIKey
+from rest_framework_api_key.models import APIKey as LibraryAPIKey
 
 from memoryhub.accounts.models import (
+    DEFAULT_API_KEY_SCOPES,
     ActorType,
     ApiKey,
+    ApiKeyScope,
     AuditEvent,
     EndUser,
     IdempotencyRecord,
@@ -18,7 +23,7 @@ from memoryhub.accounts.models import (
     Tenant,
     User,
 )
-from memoryhub.accounts.services import api_key_revoke
+from memoryhub.accounts.services import api_key_issue, api_key_revoke
 
 
 class MembershipInline(admin.TabularInline):
@@ -66,12 +71,43 @@ def revoke_keys(modeladmin: Any, request: HttpRequest, queryset: QuerySet[ApiKey
     modeladmin.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)
 
 
+# The library's own concrete APIKey model is unused (ours adds tenant and scopes); one list of
+# "API keys" in the admin is enough.
+admin.site.unregister(LibraryAPIKey)
+
+
+class ApiKeyForm(forms.ModelForm):
+    scopes = forms.MultipleChoiceField(
+        choices=ApiKeyScope.choices,
+        initial=DEFAULT_API_KEY_SCOPES,
+        widget=forms.CheckboxSelectMultiple,
+    )
+
+    class Meta:
+        model = ApiKey
+        fields = ["tenant", "name", "scopes", "expiry_date", "revoked"]
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(APIKeyModelAdmin):
+    form = ApiKeyForm
     list_display = (*APIKeyModelAdmin.list_display, "tenant", "scopes", "last_used_at")  # type: ignore[assignment]
     list_filter = (*APIKeyModelAdmin.list_filter, "tenant")  # type: ignore[assignment]
     search_fields = (*APIKeyModelAdmin.search_fields, "tenant__slug")  # type: ignore[assignment]
     actions = [revoke_keys]
+
+    def save_model(
+        self, request: HttpRequest, obj: AbstractAPIKey, form: Any = None, change: bool = False
+    ) -> None:
+        assert isinstance(obj, ApiKey)
+        if change:
+            obj.save()
+            return
+        secret = api_key_issue(api_key=obj, created_by=request.user)  # type: ignore[arg-type]
+        messages.warning(
+            request,
+            f"The API key for {obj.name} is: {secret} — store it now: it will not be shown again.",
+        )
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -69,21 +69,26 @@ def api_key_create(
     created_by: User | None = None,
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with its secret, which is never stored and never shown again."""
-    scope_list = sorted(set(scopes))
+    api_key = ApiKey(tenant=tenant, name=name[:50], scopes=list(scopes), expiry_date=expires_at)
+    return api_key, api_key_issue(api_key=api_key, created_by=created_by)
+
+
+def api_key_issue(*, api_key: ApiKey, created_by: User | None = None) -> str:
+    """Give an unsaved key (built here or by the admin's form) its secret, save and audit it.
+
+    Returns the secret as the bot must send it (`mh_…`).
+    """
+    scope_list = sorted(set(api_key.scopes))
     unknown = set(scope_list) - set(ApiKeyScope.values)
     if unknown:
         raise ValueError(f"Unknown API key scopes: {', '.join(sorted(unknown))}")
+    api_key.scopes = scope_list
+    api_key.created_by = created_by
     with transaction.atomic():
-        created, secret = ApiKey.objects.create_key(
-            tenant=tenant,
-            name=name[:50],
-            scopes=scope_list,
-            expiry_date=expires_at,
-            created_by=created_by,
-        )
-        api_key = cast(ApiKey, created)
+        secret = ApiKey.objects.assign_key(api_key)
+        api_key.save()
         audit_event_record(
-            tenant=tenant,
+            tenant=api_key.tenant,
             actor_type=ActorType.STAFF if created_by else ActorType.SYSTEM,
             actor=created_by.get_username() if created_by else "manage.py",
             action=AuditAction.KEY_CREATE,
@@ -91,7 +96,7 @@ def api_key_create(
             object_id=api_key.prefix,
             detail={"name": api_key.name, "scopes": scope_list},
         )
-    return api_key, f"{API_KEY_DISPLAY_PREFIX}{secret}"
+    return f"{API_KEY_DISPLAY_PREFIX}{secret}"
 
 
 def api_key_revoke(*, api_key: ApiKey, actor_type: str, actor: str) -> ApiKey:
