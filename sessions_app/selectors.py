@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.db.models import F, QuerySet
 
 from memoryhub.accounts.models import Tenant
-from memoryhub.core.errors import ResourceNotFound
+from memoryhub.core.exceptions import ResourceNotFound
 from sessions_app.models import Message, Session, StateEntry
 
 

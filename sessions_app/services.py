@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from memoryhub.accounts.models import AuditAction, EndUser, Tenant
 from memoryhub.accounts.services import audit_event_record, end_user_get_or_create
-from memoryhub.core.errors import Conflict, ResourceNotFound
+from memoryhub.core.errors import Conflict
+from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.tokens import count_tokens
 from sessions_app.models import Message, Session, StateEntry
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from memoryhub.accounts.models import API_KEY_DISPLAY_PREFIX, ApiKey
+from memoryhub.accounts.models import API_KEY_DISPLAY_PREFIX, ApiKey, EndUser, Tenant
+from memoryhub.core.exceptions import ResourceNotFound
 
 
 class ApiKeyInvalid(Exception):
@@ -32,3 +33,11 @@ def api_key_for_secret(*, presented: str) -> ApiKey:
     if api_key.expiry_date is not None and api_key.expiry_date <= timezone.now():
         raise ApiKeyInvalid("This API key has expired.")
     return api_key
+
+
+def end_user_get_for_tenant(*, tenant: Tenant, external_id: str) -> EndUser:
+    """The tenant's person with this id, or ResourceNotFound (also for another tenant's)."""
+    found = list(EndUser.objects.for_tenant(tenant).filter(external_id=external_id)[:1])
+    if not found:
+        raise ResourceNotFound("No such user.")
+    return found[0]

@@ -19,14 +19,9 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from memoryhub.core.exceptions import ResourceNotFound
+
 logger = logging.getLogger(__name__)
-
-
-class ResourceNotFound(Exception):
-    """Raised by services and selectors for a missing or foreign id; the API answers 404.
-
-    Services stay free of HTTP types; this is their one way of saying "not yours / not there".
-    """
 
 
 class Conflict(exceptions.APIException):

@@ -25,7 +25,7 @@ from memoryhub.core.api import (
     TenantScopedAPIView,
     TenantScopedGenericViewSet,
 )
-from memoryhub.core.errors import ResourceNotFound
+from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.idempotency import (
     HEADER as IDEMPOTENCY_HEADER,
 )
