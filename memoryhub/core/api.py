@@ -29,6 +29,11 @@ class TenantScopedMixin(views.APIView):
         assert isinstance(api_key, ApiKey)
         return api_key
 
+    @property
+    def actor(self) -> str:
+        """Who is acting, for the audit log."""
+        return f"api_key:{self.api_key.prefix}"
+
     def get_queryset(self) -> QuerySet[Any]:
         queryset = getattr(self, "queryset", None)
         assert queryset is not None, f"{type(self).__name__} must set queryset"

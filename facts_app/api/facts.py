@@ -1,0 +1,269 @@
+"""Fact endpoints: create (deduplicated), list, get, patch, delete, and full-text search."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from facts_app.models import Fact
+from facts_app.selectors.facts import (
+    FactFilters,
+    fact_get_for_tenant,
+    fact_list_for_tenant,
+    fact_search,
+)
+from facts_app.services.facts import fact_create, fact_delete, fact_update
+from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ActorType, ApiKeyScope
+from memoryhub.accounts.permissions import InsufficientScope
+from memoryhub.accounts.selectors import end_user_get_for_tenant
+from memoryhub.accounts.services import end_user_get_or_create
+from memoryhub.core.api import LimitCursorPagination, TenantScopedAPIView
+from memoryhub.core.fields import StrictCharField
+from memoryhub.core.limits import validate_json_value, validate_text_size
+from memoryhub.core.search import EmptySearchQuery
+
+TAG_MAX_LENGTH = 64
+TAGS_MAX = 32
+
+
+def _metadata_validator(value: Any) -> Any:
+    return validate_json_value(value, limit_name="METADATA_MAX_BYTES", what="metadata")
+
+
+class TagListField(serializers.ListField):
+    child = StrictCharField(max_length=TAG_MAX_LENGTH, allow_blank=False)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_length=TAGS_MAX, **kwargs)
+
+
+class FactInputSerializer(serializers.Serializer[Any]):
+    content = StrictCharField(trim_whitespace=False)
+    user_id = StrictCharField(required=False, allow_null=True, max_length=END_USER_ID_MAX_LENGTH)
+    tags = TagListField(required=False)
+    metadata = serializers.DictField(required=False, validators=[_metadata_validator])
+    source_session_id = serializers.UUIDField(required=False, allow_null=True)
+    source_message_ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1), required=False, max_length=100
+    )
+    valid_until = serializers.DateTimeField(required=False, allow_null=True)
+    supersedes = serializers.IntegerField(
+        required=False, allow_null=True, help_text="Id of an older fact this one replaces."
+    )
+
+    def validate_content(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("Content may not be blank.", code="blank")
+        return validate_text_size(value, limit_name="FACT_CONTENT_MAX_BYTES", what="content")
+
+
+class FactPatchSerializer(serializers.Serializer[Any]):
+    content = StrictCharField(required=False, trim_whitespace=False)
+    tags = TagListField(required=False)
+    metadata = serializers.DictField(required=False, validators=[_metadata_validator])
+    valid_until = serializers.DateTimeField(required=False, allow_null=True)
+
+    validate_content = FactInputSerializer.validate_content
+
+
+class FactOutputSerializer(serializers.ModelSerializer[Fact]):
+    user_id = serializers.SerializerMethodField()
+    superseded_by = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = Fact
+        fields = [
+            "id",
+            "user_id",
+            "content",
+            "tags",
+            "metadata",
+            "source_session_id",
+            "source_message_ids",
+            "created_at",
+            "updated_at",
+            "valid_until",
+            "superseded_by",
+        ]
+        read_only_fields = fields
+
+    def get_user_id(self, fact: Fact) -> str | None:
+        return fact.end_user.external_id if fact.end_user else None
+
+
+class FactSearchHitSerializer(serializers.Serializer[Any]):
+    score = serializers.FloatField()
+    fact = FactOutputSerializer()
+
+
+class FactSearchResultSerializer(serializers.Serializer[Any]):
+    results = FactSearchHitSerializer(many=True)
+
+
+class FactFilterQuerySerializer(serializers.Serializer[Any]):
+    user_id = StrictCharField(required=False, max_length=END_USER_ID_MAX_LENGTH)
+    tag = serializers.ListField(child=StrictCharField(max_length=TAG_MAX_LENGTH), required=False)
+    metadata = serializers.ListField(
+        child=serializers.RegexField(r"^[A-Za-z0-9_.\-]{1,64}=.{0,256}$"),
+        required=False,
+        help_text="`key=value`; repeat for several (all must match).",
+    )
+    created_after = serializers.DateTimeField(required=False)
+    created_before = serializers.DateTimeField(required=False)
+    include_superseded = serializers.BooleanField(required=False, default=False)
+
+    def to_filters(self) -> FactFilters:
+        data = self.validated_data
+        return FactFilters(
+            user_id=data.get("user_id"),
+            tags=tuple(data.get("tag", [])),
+            metadata=tuple(tuple(item.split("=", 1)) for item in data.get("metadata", [])),  # type: ignore[misc]
+            created_after=data.get("created_after"),
+            created_before=data.get("created_before"),
+            include_superseded=data["include_superseded"],
+        )
+
+
+def _query_data(request: Request, *, lists: tuple[str, ...]) -> dict[str, Any]:
+    # QueryDict -> plain dict, keeping repeated parameters as lists where a list is expected.
+    return {
+        key: request.query_params.getlist(key) if key in lists else request.query_params[key]
+        for key in request.query_params
+    }
+
+
+class FactSearchQuerySerializer(FactFilterQuerySerializer):
+    q = StrictCharField(max_length=1000, help_text="Natural language; any of its words may match.")
+    top_k = serializers.IntegerField(required=False, min_value=1, max_value=100, default=10)
+
+
+class FactPagination(LimitCursorPagination):
+    ordering = ("-created_at", "-id")
+
+
+def _needs_global_scope(view: TenantScopedAPIView, user_id: str | None) -> None:
+    # Tenant-wide knowledge reaches every person's context: writing it needs its own scope.
+    if user_id is None and not view.api_key.has_scope(ApiKeyScope.GLOBAL_MEMORY):
+        raise InsufficientScope("Tenant-wide facts (no user_id) need the global-memory scope.")
+
+
+class FactListView(TenantScopedAPIView):
+    @extend_schema(
+        operation_id="facts_list",
+        summary="List facts, newest first",
+        parameters=[FactFilterQuerySerializer],
+        responses=FactOutputSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        query = FactFilterQuerySerializer(data=_query_data(request, lists=("tag", "metadata")))
+        query.is_valid(raise_exception=True)
+        facts = fact_list_for_tenant(tenant=self.tenant, filters=query.to_filters())
+        paginator = FactPagination()
+        page = paginator.paginate_queryset(facts, request, view=self)
+        return paginator.get_paginated_response(FactOutputSerializer(page, many=True).data)
+
+    @extend_schema(
+        operation_id="facts_create",
+        summary="Store a fact (a repeated text for the same person returns the existing fact)",
+        request=FactInputSerializer,
+        responses={
+            200: OpenApiResponse(FactOutputSerializer, description="Existing fact"),
+            201: OpenApiResponse(FactOutputSerializer, description="New fact"),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = FactInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = dict(data.validated_data)
+        user_id = fields.pop("user_id", None)
+        _needs_global_scope(self, user_id)
+        supersedes_id = fields.pop("supersedes", None)
+        supersedes = (
+            fact_get_for_tenant(tenant=self.tenant, fact_id=supersedes_id)
+            if supersedes_id is not None
+            else None
+        )
+        end_user = (
+            end_user_get_or_create(tenant=self.tenant, external_id=user_id) if user_id else None
+        )
+        fact, created = fact_create(
+            tenant=self.tenant, end_user=end_user, supersedes=supersedes, **fields
+        )
+        return Response(
+            FactOutputSerializer(fact).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
+FACT_ID = OpenApiParameter("fact_id", OpenApiTypes.INT, OpenApiParameter.PATH)
+
+
+class FactDetailView(TenantScopedAPIView):
+    @extend_schema(operation_id="facts_get", parameters=[FACT_ID], responses=FactOutputSerializer)
+    def get(self, request: Request, fact_id: str) -> Response:
+        fact = fact_get_for_tenant(tenant=self.tenant, fact_id=fact_id)
+        return Response(FactOutputSerializer(fact).data)
+
+    @extend_schema(
+        operation_id="facts_update",
+        parameters=[FACT_ID],
+        request=FactPatchSerializer,
+        responses={200: FactOutputSerializer, 409: OpenApiResponse()},
+    )
+    def patch(self, request: Request, fact_id: str) -> Response:
+        fact = fact_get_for_tenant(tenant=self.tenant, fact_id=fact_id)
+        data = FactPatchSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = dict(data.validated_data)
+        clear_valid_until = "valid_until" in fields and fields["valid_until"] is None
+        fact = fact_update(fact=fact, clear_valid_until=clear_valid_until, **fields)
+        return Response(FactOutputSerializer(fact).data)
+
+    @extend_schema(operation_id="facts_delete", parameters=[FACT_ID], responses={204: None})
+    def delete(self, request: Request, fact_id: str) -> Response:
+        fact = fact_get_for_tenant(tenant=self.tenant, fact_id=fact_id)
+        fact_delete(fact=fact, actor_type=ActorType.API_KEY, actor=self.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class FactSearchView(TenantScopedAPIView):
+    @extend_schema(
+        operation_id="facts_search",
+        summary="Full-text search over facts, best first",
+        description=(
+            "Any word of `q` may match (OR); words are stemmed; the person's id and the tags "
+            "are searchable too. Superseded and expired facts are left out unless "
+            "`include_superseded=true`."
+        ),
+        parameters=[FactSearchQuerySerializer],
+        responses=FactSearchResultSerializer,
+    )
+    def get(self, request: Request) -> Response:
+        query = FactSearchQuerySerializer(data=_query_data(request, lists=("tag", "metadata")))
+        query.is_valid(raise_exception=True)
+        filters = query.to_filters()
+        if filters.user_id is not None:
+            # An unknown person is a 404, as everywhere else, not an empty result.
+            end_user_get_for_tenant(tenant=self.tenant, external_id=filters.user_id)
+        try:
+            hits = fact_search(
+                tenant=self.tenant,
+                query=query.validated_data["q"],
+                filters=filters,
+                top_k=query.validated_data["top_k"],
+            )
+        except EmptySearchQuery as error:
+            raise serializers.ValidationError({"q": [str(error)]}, code="empty_query") from None
+        return Response(
+            {
+                "results": [
+                    {"score": hit.score, "fact": FactOutputSerializer(hit.fact).data}
+                    for hit in hits
+                ]
+            }
+        )

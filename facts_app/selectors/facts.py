@@ -1,0 +1,82 @@
+"""Reads of facts, including full-text search."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from django.db.models import Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform
+from django.utils import timezone
+
+from facts_app.models import Fact
+from memoryhub.accounts.models import Tenant
+from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.jsonfilters import filter_json_list_contains_all
+from memoryhub.core.search import FullTextRanker, Ranker
+
+FACT_RANKER: Ranker = FullTextRanker(column="search_text", fts_table="facts_app_fact_fts")
+
+
+@dataclass(frozen=True)
+class FactFilters:
+    user_id: str | None = None
+    tags: tuple[str, ...] = ()
+    metadata: tuple[tuple[str, str], ...] = ()
+    created_after: dt.datetime | None = None
+    created_before: dt.datetime | None = None
+    include_superseded: bool = False
+
+
+def fact_get_for_tenant(*, tenant: Tenant, fact_id: int | str) -> Fact:
+    try:
+        pk = int(fact_id)
+    except (TypeError, ValueError):
+        raise ResourceNotFound("No such fact.") from None
+    found = list(Fact.objects.for_tenant(tenant).select_related("end_user").filter(pk=pk)[:1])
+    if not found:
+        raise ResourceNotFound("No such fact.")
+    return found[0]
+
+
+def fact_list_for_tenant(*, tenant: Tenant, filters: FactFilters) -> QuerySet[Fact]:
+    """The tenant's facts narrowed by `filters`; superseded or expired ones only on request."""
+    facts = Fact.objects.for_tenant(tenant).select_related("end_user")
+    if filters.user_id is not None:
+        facts = facts.filter(end_user__external_id=filters.user_id)
+    facts = filter_json_list_contains_all(facts, field="tags", values=list(filters.tags))
+    for position, (key, value) in enumerate(filters.metadata):
+        alias = f"_metadata_{position}"
+        facts = facts.alias(**{alias: KeyTextTransform(key, "metadata")}).filter(**{alias: value})
+    if filters.created_after is not None:
+        facts = facts.filter(created_at__gte=filters.created_after)
+    if filters.created_before is not None:
+        facts = facts.filter(created_at__lt=filters.created_before)
+    if not filters.include_superseded:
+        facts = facts.filter(superseded_by__isnull=True).filter(
+            Q(valid_until__isnull=True) | Q(valid_until__gt=timezone.now())
+        )
+    return facts
+
+
+@dataclass(frozen=True)
+class ScoredFact:
+    fact: Fact
+    score: float
+
+
+def fact_search(
+    *,
+    tenant: Tenant,
+    query: str,
+    filters: FactFilters,
+    top_k: int = 10,
+    ranker: Ranker = FACT_RANKER,
+) -> list[ScoredFact]:
+    """The `top_k` facts most relevant to `query`, best first. Raises EmptySearchQuery."""
+    candidates = fact_list_for_tenant(tenant=tenant, filters=filters)
+    scored = ranker.rank(query=query, candidates=candidates, limit=top_k)
+    by_id = Fact.objects.select_related("end_user").in_bulk([item.id for item in scored])
+    return [
+        ScoredFact(fact=by_id[item.id], score=item.score) for item in scored if item.id in by_id
+    ]

@@ -1,0 +1,149 @@
+"""Writes to facts: create (deduplicated by normalised text), update, supersede, delete."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+import uuid
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from facts_app.models import Fact
+from memoryhub.accounts.models import AuditAction, EndUser, Tenant
+from memoryhub.accounts.services import audit_event_record
+from memoryhub.core.errors import Conflict
+
+_SPACE = re.compile(r"\s+")
+
+
+def fact_normalise(content: str) -> str:
+    """What makes two facts "the same": case, spacing and a final full stop do not count."""
+    return _SPACE.sub(" ", content).strip().casefold().rstrip(".!").strip()
+
+
+def fact_content_hash(content: str) -> str:
+    return hashlib.sha256(fact_normalise(content).encode("utf-8")).hexdigest()
+
+
+def fact_search_text(*, content: str, tags: list[str], end_user: EndUser | None) -> str:
+    # The person's id and the tags are searchable too (issue 3).
+    parts = [content, " ".join(tags)]
+    if end_user is not None:
+        parts.append(end_user.external_id)
+    return "\n".join(part for part in parts if part)
+
+
+def _existing(*, tenant: Tenant, end_user: EndUser | None, content_hash: str) -> Fact | None:
+    return (
+        Fact.objects.for_tenant(tenant)
+        .filter(end_user=end_user, content_hash=content_hash)
+        .select_related("end_user")
+        .first()
+    )
+
+
+def fact_create(
+    *,
+    tenant: Tenant,
+    end_user: EndUser | None,
+    content: str,
+    tags: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+    source_session_id: uuid.UUID | None = None,
+    source_message_ids: list[int] | None = None,
+    valid_until: dt.datetime | None = None,
+    supersedes: Fact | None = None,
+) -> tuple[Fact, bool]:
+    """Store a fact, or return the one with the same normalised text for that person.
+
+    `supersedes` marks an older fact as replaced by this one (it stays, with superseded_by and
+    valid_until set) instead of deleting it.
+    """
+    content_hash = fact_content_hash(content)
+    existing = _existing(tenant=tenant, end_user=end_user, content_hash=content_hash)
+    if existing is not None:
+        return existing, False
+    tag_list = list(dict.fromkeys(tags or []))
+    try:
+        with transaction.atomic():
+            fact = Fact.objects.create(
+                tenant=tenant,
+                end_user=end_user,
+                content=content,
+                content_hash=content_hash,
+                search_text=fact_search_text(content=content, tags=tag_list, end_user=end_user),
+                tags=tag_list,
+                metadata=metadata or {},
+                source_session_id=source_session_id,
+                source_message_ids=source_message_ids or [],
+                valid_until=valid_until,
+            )
+            if supersedes is not None:
+                fact_supersede(old=supersedes, new=fact)
+    except IntegrityError:
+        # A concurrent post of the same text won the race: return its fact.
+        existing = _existing(tenant=tenant, end_user=end_user, content_hash=content_hash)
+        if existing is None:
+            raise
+        return existing, False
+    return fact, True
+
+
+def fact_supersede(*, old: Fact, new: Fact) -> Fact:
+    if old.pk == new.pk or old.tenant_id != new.tenant_id:
+        raise Conflict("A fact can only be superseded by another fact of the same tenant.")
+    old.superseded_by = new
+    if old.valid_until is None or old.valid_until > timezone.now():
+        old.valid_until = timezone.now()
+    old.save(update_fields=["superseded_by", "valid_until", "updated_at"])
+    return old
+
+
+def fact_update(
+    *,
+    fact: Fact,
+    content: str | None = None,
+    tags: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+    valid_until: dt.datetime | None = None,
+    clear_valid_until: bool = False,
+) -> Fact:
+    if content is not None:
+        fact.content = content
+        fact.content_hash = fact_content_hash(content)
+    if tags is not None:
+        fact.tags = list(dict.fromkeys(tags))
+    if metadata is not None:
+        fact.metadata = metadata
+    if valid_until is not None or clear_valid_until:
+        fact.valid_until = valid_until
+    fact.search_text = fact_search_text(
+        content=fact.content, tags=fact.tags, end_user=fact.end_user
+    )
+    try:
+        with transaction.atomic():
+            fact.save()
+    except IntegrityError:
+        raise Conflict(
+            "This person already has a fact with the same text.", code="duplicate_fact"
+        ) from None
+    return fact
+
+
+def fact_delete(*, fact: Fact, actor_type: str, actor: str) -> None:
+    with transaction.atomic():
+        fact_id = str(fact.pk)
+        tenant = fact.tenant
+        fact.delete()
+        audit_event_record(
+            tenant=tenant,
+            actor_type=actor_type,
+            actor=actor,
+            action=AuditAction.DELETE,
+            object_type="fact",
+            object_id=fact_id,
+            counts={"facts": 1},
+        )

@@ -1,0 +1,240 @@
+"""Full-text ranking behind one small interface: a query and candidate rows in, scored ids out.
+
+Filters (tenant, person, tags, dates) stay ordinary Django querysets; a ranker only orders and
+cuts them. A semantic ranker can later implement the same protocol and be fused with this one
+(e.g. reciprocal rank fusion over both lists) without the endpoints changing.
+
+User text never reaches the database's query syntax: it is cut into words made of letters and
+digits only, and those words are OR'ed — an AND of every word of a natural question ("does the
+user have a preference for dark mode?") finds nothing in most stores. Stemming is the
+database's: PostgreSQL's `english` configuration, SQLite FTS5's `porter` tokenizer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from django.db import connections
+from django.db.models import BooleanField, FloatField, QuerySet
+from django.db.models.expressions import RawSQL
+
+MAX_QUERY_TERMS = 32
+MAX_QUERY_CHARS = 1000
+_WORD = re.compile(r"[^\W_]+")
+
+# Words that carry no meaning in a question; dropped so they neither match nor cost anything.
+# (PostgreSQL drops its own list too; FTS5 would otherwise match them.)
+STOPWORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "user",
+        "users",
+    ]
+)
+
+
+class EmptySearchQuery(ValueError):
+    """The query has no word that could match anything."""
+
+
+def search_terms(text: str) -> list[str]:
+    """The distinct lowercase words of `text` worth searching for, at most MAX_QUERY_TERMS.
+
+    Raises EmptySearchQuery when nothing is left (punctuation only, or stopwords only).
+    """
+    words = [word.lower() for word in _WORD.findall(text[:MAX_QUERY_CHARS])]
+    terms = [word for word in dict.fromkeys(words) if word not in STOPWORDS]
+    if not terms:
+        raise EmptySearchQuery("The query has no searchable words.")
+    return terms[:MAX_QUERY_TERMS]
+
+
+@dataclass(frozen=True)
+class ScoredId:
+    id: Any
+    score: float
+
+
+class Ranker(Protocol):
+    def rank(self, *, query: str, candidates: QuerySet[Any], limit: int) -> list[ScoredId]:
+        """The best `limit` of `candidates` for `query`, best first; higher scores are better."""
+        ...
+
+
+@dataclass(frozen=True)
+class FullTextRanker:
+    """Ranks rows of one model by one text column.
+
+    PostgreSQL: `to_tsvector('english', column) @@ to_tsquery(...)`, scored by `ts_rank_cd`; the
+    migration creates a GIN index on exactly that expression.
+    SQLite: an FTS5 table (`fts_table`, external content, rowid = the model's integer pk) kept in
+    step by triggers, matched with MATCH and scored by `bm25()` (negated: lower is better there).
+    """
+
+    column: str
+    fts_table: str
+
+    def rank(self, *, query: str, candidates: QuerySet[Any], limit: int) -> list[ScoredId]:
+        terms = search_terms(query)
+        connection = connections[candidates.db]
+        quote = connection.ops.quote_name
+        table = quote(candidates.model._meta.db_table)
+        pk = quote(candidates.model._meta.pk.column)  # type: ignore[union-attr]
+        if connection.vendor == "postgresql":
+            # Terms are letters and digits only, so joining them with | cannot form other syntax.
+            tsquery = " | ".join(terms)
+            vector = f"to_tsvector('english'::regconfig, {table}.{quote(self.column)})"
+            tsq = "to_tsquery('english'::regconfig, %s)"
+            match = RawSQL(f"{vector} @@ {tsq}", [tsquery], output_field=BooleanField())
+            score = RawSQL(f"ts_rank_cd({vector}, {tsq})", [tsquery], output_field=FloatField())
+        elif connection.vendor == "sqlite":
+            # Each term double-quoted: FTS5 reads a quoted string as plain text, never syntax.
+            fts_query = " OR ".join(f'"{term}"' for term in terms)
+            fts = quote(self.fts_table)
+            match = RawSQL(
+                f"{table}.{pk} IN (SELECT rowid FROM {fts} WHERE {fts} MATCH %s)",
+                [fts_query],
+                output_field=BooleanField(),
+            )
+            score = RawSQL(
+                f"(SELECT -bm25({fts}) FROM {fts} WHERE {fts} MATCH %s "
+                f"AND {fts}.rowid = {table}.{pk})",
+                [fts_query],
+                output_field=FloatField(),
+            )
+        else:  # pragma: no cover - settings refuse other engines
+            raise NotImplementedError(connection.vendor)
+        rows = (
+            candidates.filter(match)
+            .annotate(_score=score)
+            .order_by("-_score", "-pk")
+            .values_list("pk", "_score")[:limit]
+        )
+        return [ScoredId(id=pk_value, score=float(value or 0)) for pk_value, value in rows]

@@ -1,0 +1,96 @@
+"""Search relevance on a small fixed corpus, on whichever database the suite runs on."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from facts_app.selectors.facts import FactFilters, fact_search
+from facts_app.services.facts import fact_create
+from memoryhub.accounts.services import end_user_get_or_create
+from memoryhub.core.search import EmptySearchQuery
+
+CORPUS = [
+    "User prefers dark mode in every app",
+    "User's name is Sachi and she lives in Berlin",
+    "Sachi is allergic to peanuts",
+    "The user works as a nurse on night shifts",
+    "She is learning Rust and likes systems programming",
+    "Her favourite colour is green",
+    "She has two cats called Miso and Tofu",
+    "Meetings should be scheduled after 10am",
+]
+
+
+@pytest.fixture
+def corpus(tenant):
+    sachi = end_user_get_or_create(tenant=tenant, external_id="whatsapp:+4912345")
+    other = end_user_get_or_create(tenant=tenant, external_id="tui:bob")
+    for text in CORPUS:
+        fact_create(tenant=tenant, end_user=sachi, content=text, tags=["profile"])
+    fact_create(tenant=tenant, end_user=other, content="Bob prefers light mode", tags=["ui"])
+    return tenant
+
+
+def top(tenant, query, **filters):
+    hits = fact_search(tenant=tenant, query=query, filters=FactFilters(**filters), top_k=3)
+    return [hit.fact.content for hit in hits]
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("does the user have a preference for dark mode?", CORPUS[0]),
+        ("what is her name?", CORPUS[1]),
+        ("any food allergies? peanut", CORPUS[2]),
+        ("what does she do for work, which shift", CORPUS[3]),
+        ("which programming languages is she learning", CORPUS[4]),
+        ("pets? does she have cats", CORPUS[6]),
+        ("when can we schedule a meeting", CORPUS[7]),
+    ],
+)
+def test_the_right_fact_ranks_first_for_a_paraphrased_question(corpus, question, expected):
+    assert top(corpus, question, user_id="whatsapp:+4912345")[0] == expected
+
+
+def test_stemming_matches_other_forms_of_a_word(corpus):
+    assert top(corpus, "scheduling", user_id="whatsapp:+4912345")[0] == CORPUS[7]
+    assert top(corpus, "learned", user_id="whatsapp:+4912345")[0] == CORPUS[4]
+
+
+def test_terms_are_ored_so_one_matching_word_is_enough(corpus):
+    assert top(corpus, "zebra quantum peanuts", user_id="whatsapp:+4912345") == [CORPUS[2]]
+
+
+def test_search_is_scoped_to_the_person(corpus):
+    assert top(corpus, "mode", user_id="tui:bob") == ["Bob prefers light mode"]
+    assert set(top(corpus, "mode")) == {CORPUS[0], "Bob prefers light mode"}
+
+
+def test_the_persons_id_and_tags_are_searchable(corpus):
+    assert top(corpus, "bob") == ["Bob prefers light mode"]
+    assert top(corpus, "ui") == ["Bob prefers light mode"]
+
+
+def test_a_query_of_only_stopwords_or_punctuation_is_refused(corpus):
+    with pytest.raises(EmptySearchQuery):
+        top(corpus, "what is the?")
+    with pytest.raises(EmptySearchQuery):
+        top(corpus, "!!! ??? ***")
+
+
+# Text a person might type, including every character FTS5 and tsquery treat as syntax.
+query_text = st.text(
+    alphabet=st.sampled_from(list("abcdefghijklmnopqrstuvwxyz0123456789 \"'*:()&|!^-+~<>@#$%,.;?\\/éß中"))
+    | st.characters(blacklist_categories=("Cs",)),
+    max_size=80,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=query_text)
+def test_no_query_text_ever_causes_a_database_error(corpus, query):
+    try:
+        hits = fact_search(tenant=corpus, query=query, filters=FactFilters(), top_k=5)
+    except EmptySearchQuery:
+        return
+    assert len(hits) <= 5
