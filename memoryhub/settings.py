@@ -97,13 +97,17 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
     # A file, not :memory:, so tests see the same WAL/locking behaviour as a real deployment.
-    _db["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
+    _db["TEST"] = {
+        "NAME": env.str("DATABASE_TEST_NAME", default=str(BASE_DIR / ".test-db.sqlite3"))
+    }
 elif _db["ENGINE"] in ("django.db.backends.postgresql", "django.db.backends.postgresql_psycopg2"):
     _db["ENGINE"] = "django.db.backends.postgresql"
     _db["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
     # Off by default: the check is a round trip on every request. A connection that died since
     # its last use fails that one request, which a bot retries (with its Idempotency-Key).
     _db["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_CONN_HEALTH_CHECKS", default=False)
+    if test_name := env.str("DATABASE_TEST_NAME", default=""):
+        _db["TEST"] = {"NAME": test_name}
     _db.setdefault("OPTIONS", {})
 else:
     raise ImproperlyConfigured(f"Unsupported DATABASE_URL engine {_db['ENGINE']!r}")
@@ -198,6 +202,7 @@ MEMORYHUB_LIMITS: dict[str, int] = {
     "PAGE_SIZE_MAX": env.int("MEMORYHUB_PAGE_SIZE_MAX", default=200),
     "MESSAGES_READ_MAX": env.int("MEMORYHUB_MESSAGES_READ_MAX", default=500),
     "REQUEST_BODY_MAX_BYTES": env.int("MEMORYHUB_REQUEST_BODY_MAX_BYTES", default=8 * 1024 * 1024),
+    "NOTE_CONTENT_MAX_BYTES": env.int("MEMORYHUB_NOTE_CONTENT_MAX_BYTES", default=64 * 1024),
 }
 # Django refuses bodies past this before any view runs; keep it in step with our own limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYHUB_LIMITS["REQUEST_BODY_MAX_BYTES"]

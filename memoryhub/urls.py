@@ -16,6 +16,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("sessions_app.api.urls")),
     path("api/v1/", include("facts_app.api.urls")),
+    path("api/v1/", include("memoryhub.people.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("healthz", health.healthz, name="healthz"),

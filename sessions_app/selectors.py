@@ -9,6 +9,7 @@ from django.db.models import F, QuerySet
 
 from memoryhub.accounts.models import Tenant
 from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.search import FullTextRanker, Ranker
 from sessions_app.models import Message, Session, StateEntry
 
 
@@ -95,3 +96,40 @@ def state_get_for_session(*, session: Session, key: str) -> StateEntry:
     if entry is None:
         raise ResourceNotFound("No such state key.")
     return entry
+
+
+MESSAGE_RANKER: Ranker = FullTextRanker(column="content", fts_table="sessions_app_message_fts")
+
+
+@dataclass(frozen=True)
+class MessageHit:
+    message: Message
+    score: float
+
+
+def message_search(
+    *,
+    tenant: Tenant,
+    query: str,
+    user_id: str | None = None,
+    session_id: uuid.UUID | None = None,
+    role: str | None = None,
+    top_k: int = 10,
+    ranker: Ranker = MESSAGE_RANKER,
+) -> list[MessageHit]:
+    """Seed 000's cross-session search: "when did we talk about X", best match first.
+
+    Raises EmptySearchQuery for a query with no searchable words.
+    """
+    candidates = Message.objects.for_tenant(tenant)
+    if user_id is not None:
+        candidates = candidates.filter(session__end_user__external_id=user_id)
+    if session_id is not None:
+        candidates = candidates.filter(session_id=session_id)
+    if role is not None:
+        candidates = candidates.filter(role=role)
+    scored = ranker.rank(query=query, candidates=candidates, limit=top_k)
+    by_id = Message.objects.in_bulk([item.id for item in scored])
+    return [
+        MessageHit(message=by_id[item.id], score=item.score) for item in scored if item.id in by_id
+    ]

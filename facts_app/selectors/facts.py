@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
@@ -47,7 +48,10 @@ def fact_list_for_tenant(*, tenant: Tenant, filters: FactFilters) -> QuerySet[Fa
     facts = filter_json_list_contains_all(facts, field="tags", values=list(filters.tags))
     for position, (key, value) in enumerate(filters.metadata):
         alias = f"_metadata_{position}"
-        facts = facts.alias(**{alias: KeyTextTransform(key, "metadata")}).filter(**{alias: value})
+        # Compared as text: a metadata value is matched the way it reads ("5" matches 5 too).
+        facts = facts.alias(**{alias: Cast(KeyTextTransform(key, "metadata"), TextField())}).filter(
+            **{alias: value}
+        )
     if filters.created_after is not None:
         facts = facts.filter(created_at__gte=filters.created_after)
     if filters.created_before is not None:

@@ -8,6 +8,7 @@ session_detail = views.SessionViewSet.as_view(
 )
 
 urlpatterns = [
+    path("messages/search/", views.MessageSearchView.as_view(), name="message-search"),
     path("sessions/", session_list, name="session-list"),
     path("sessions/<str:session_id>/", session_detail, name="session-detail"),
     path(

@@ -15,17 +15,19 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
 )
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memoryhub.accounts.models import ActorType
+from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ActorType
+from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.core.api import (
     LimitCursorPagination,
     TenantScopedAPIView,
     TenantScopedGenericViewSet,
 )
 from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.fields import StrictCharField
 from memoryhub.core.idempotency import (
     HEADER as IDEMPOTENCY_HEADER,
 )
@@ -36,6 +38,7 @@ from memoryhub.core.idempotency import (
     run_idempotent,
 )
 from memoryhub.core.limits import limit
+from memoryhub.core.search import EmptySearchQuery
 from sessions_app import selectors, services
 from sessions_app.api.filters import SessionFilter
 from sessions_app.api.serializers import (
@@ -54,7 +57,7 @@ from sessions_app.api.serializers import (
     StateValueInputSerializer,
     message_data,
 )
-from sessions_app.models import STATE_KEY_MAX_LENGTH, Session
+from sessions_app.models import STATE_KEY_MAX_LENGTH, MessageRole, Session
 
 SESSION_ID_PARAMETER = OpenApiParameter(
     "session_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The session's id."
@@ -377,3 +380,49 @@ class SessionStateKeyView(TenantScopedAPIView):
         if not deleted:
             raise ResourceNotFound("No such state key.")
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MessageSearchQuerySerializer(serializers.Serializer[Any]):
+    q = StrictCharField(max_length=1000, help_text="Natural language; any of its words may match.")
+    user_id = StrictCharField(required=False, max_length=END_USER_ID_MAX_LENGTH)
+    session_id = serializers.UUIDField(required=False)
+    role = serializers.ChoiceField(choices=MessageRole.choices, required=False)
+    top_k = serializers.IntegerField(required=False, min_value=1, max_value=100, default=10)
+
+
+class MessageSearchHitSerializer(serializers.Serializer[Any]):
+    score = serializers.FloatField()
+    message = MessageOutputSerializer()
+
+
+class MessageSearchResultSerializer(serializers.Serializer[Any]):
+    results = MessageSearchHitSerializer(many=True)
+
+
+class MessageSearchView(TenantScopedAPIView):
+    @extend_schema(
+        operation_id="messages_search",
+        summary="Search messages across a person's sessions: which session, which seq",
+        description="Any word of `q` may match (OR), stemmed; best match first.",
+        parameters=[MessageSearchQuerySerializer],
+        responses=MessageSearchResultSerializer,
+    )
+    def get(self, request: Request) -> Response:
+        query = MessageSearchQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = dict(query.validated_data)
+        if "user_id" in params:
+            end_user_get_for_tenant(tenant=self.tenant, external_id=params["user_id"])
+        if "session_id" in params:
+            selectors.session_get_for_tenant(tenant=self.tenant, session_id=params["session_id"])
+        try:
+            hits = selectors.message_search(tenant=self.tenant, query=params.pop("q"), **params)
+        except EmptySearchQuery as error:
+            raise exceptions.ValidationError({"q": [str(error)]}) from None
+        return Response(
+            {
+                "results": [
+                    {"score": hit.score, "message": message_data(hit.message)} for hit in hits
+                ]
+            }
+        )

@@ -80,13 +80,17 @@ def test_a_query_of_only_stopwords_or_punctuation_is_refused(corpus):
 
 # Text a person might type, including every character FTS5 and tsquery treat as syntax.
 query_text = st.text(
-    alphabet=st.sampled_from(list("abcdefghijklmnopqrstuvwxyz0123456789 \"'*:()&|!^-+~<>@#$%,.;?\\/éß中"))
+    alphabet=st.sampled_from(
+        list("abcdefghijklmnopqrstuvwxyz0123456789 \"'*:()&|!^-+~<>@#$%,.;?\\/éß中")
+    )
     | st.characters(blacklist_categories=("Cs",)),
     max_size=80,
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(query=query_text)
 def test_no_query_text_ever_causes_a_database_error(corpus, query):
     try:

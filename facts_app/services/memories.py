@@ -1,0 +1,91 @@
+"""Writes to explicit memories: save by key (keeping the old text as a version) and delete."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from django.db import IntegrityError, transaction
+
+from facts_app.models import UserMemory, UserMemoryVersion
+from memoryhub.accounts.models import AuditAction, EndUser, Tenant
+from memoryhub.accounts.services import audit_event_record
+
+
+def memory_save(
+    *,
+    tenant: Tenant,
+    end_user: EndUser | None,
+    key: str,
+    content: str,
+    pinned: bool | None = None,
+    expires_at: dt.datetime | None = None,
+    clear_expires_at: bool = False,
+    source_session_id: uuid.UUID | None = None,
+) -> tuple[UserMemory, bool]:
+    """Create or update the memory under `key`; returns it and whether it was created.
+
+    A changed text moves the old one into UserMemoryVersion first: nothing is silently lost.
+    """
+    for attempt in range(2):
+        try:
+            with transaction.atomic():
+                memory = (
+                    UserMemory.objects.for_tenant(tenant)
+                    .select_for_update()
+                    .filter(end_user=end_user, key=key)
+                    .first()
+                )
+                if memory is None:
+                    return (
+                        UserMemory.objects.create(
+                            tenant=tenant,
+                            end_user=end_user,
+                            key=key,
+                            content=content,
+                            pinned=bool(pinned),
+                            expires_at=expires_at,
+                            source_session_id=source_session_id,
+                        ),
+                        True,
+                    )
+                if memory.content != content:
+                    UserMemoryVersion.objects.create(
+                        tenant=tenant,
+                        memory=memory,
+                        version=memory.version,
+                        content=memory.content,
+                        source_session_id=memory.source_session_id,
+                        created_at=memory.updated_at,
+                    )
+                    memory.content = content
+                    memory.version += 1
+                    memory.source_session_id = source_session_id
+                if pinned is not None:
+                    memory.pinned = pinned
+                if expires_at is not None or clear_expires_at:
+                    memory.expires_at = expires_at
+                memory.save()
+                return memory, False
+        except IntegrityError:
+            # Two first saves of one key raced; the loser retries as an update.
+            if attempt == 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def memory_delete(*, memory: UserMemory, actor_type: str, actor: str) -> None:
+    with transaction.atomic():
+        versions = memory.versions.count()
+        tenant = memory.tenant
+        object_id = f"{memory.end_user.external_id if memory.end_user else '*'}:{memory.key}"
+        memory.delete()
+        audit_event_record(
+            tenant=tenant,
+            actor_type=actor_type,
+            actor=actor,
+            action=AuditAction.DELETE,
+            object_type="user_memory",
+            object_id=object_id,
+            counts={"user_memories": 1, "user_memory_versions": versions},
+        )

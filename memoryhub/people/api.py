@@ -1,0 +1,111 @@
+"""`/users/`: the people a tenant's bots talk to — list, show, export, erase."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memoryhub.accounts.models import ActorType, ApiKeyScope, EndUser
+from memoryhub.accounts.selectors import end_user_get_for_tenant
+from memoryhub.core.api import LimitCursorPagination, TenantScopedAPIView
+from memoryhub.people.services import end_user_erase, end_user_export
+
+
+class EndUserOutputSerializer(serializers.ModelSerializer[EndUser]):
+    user_id = serializers.CharField(source="external_id")
+
+    class Meta:
+        model = EndUser
+        fields = ["user_id", "display_name", "metadata", "created_at"]
+        read_only_fields = fields
+
+
+class EndUserDetailSerializer(EndUserOutputSerializer):
+    counts = serializers.SerializerMethodField()
+
+    class Meta(EndUserOutputSerializer.Meta):
+        fields = [*EndUserOutputSerializer.Meta.fields, "counts"]
+        read_only_fields = fields
+
+    def get_counts(self, end_user: EndUser) -> dict[str, int]:
+        # Related managers by name: this module does not import the apps' models for it.
+        return {
+            "sessions": end_user.sessions.count(),  # type: ignore[attr-defined]
+            "memories": end_user.memories.count(),  # type: ignore[attr-defined]
+            "facts": end_user.facts.count(),  # type: ignore[attr-defined]
+            "notes": end_user.notes.count(),  # type: ignore[attr-defined]
+        }
+
+
+class ErasureSerializer(serializers.Serializer[Any]):
+    erased = serializers.DictField(child=serializers.IntegerField(), help_text="Rows per kind.")
+
+
+class EndUserPagination(LimitCursorPagination):
+    ordering = ("-created_at", "-id")
+
+
+USER_ID = OpenApiParameter("user_id", OpenApiTypes.STR, OpenApiParameter.PATH)
+
+
+class EndUserListView(TenantScopedAPIView):
+    @extend_schema(
+        operation_id="users_list",
+        summary="The people this tenant's bots talk to, newest first",
+        responses=EndUserOutputSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        paginator = EndUserPagination()
+        page = paginator.paginate_queryset(
+            EndUser.objects.for_tenant(self.tenant), request, view=self
+        )
+        return paginator.get_paginated_response(EndUserOutputSerializer(page, many=True).data)
+
+
+class EndUserDetailView(TenantScopedAPIView):
+    # Erasing a person is destructive and irreversible: it takes the purge scope, not just write.
+    required_scopes = {"DELETE": [ApiKeyScope.PURGE]}
+
+    @extend_schema(
+        operation_id="users_get",
+        summary="One person, with how much memory MemoryHub keeps about them",
+        parameters=[USER_ID],
+        responses=EndUserDetailSerializer,
+    )
+    def get(self, request: Request, user_id: str) -> Response:
+        end_user = end_user_get_for_tenant(tenant=self.tenant, external_id=user_id)
+        return Response(EndUserDetailSerializer(end_user).data)
+
+    @extend_schema(
+        operation_id="users_erase",
+        summary="Erase a person: sessions, messages, state, memories, facts, notes (audited)",
+        description="Needs the `purge` scope. One transaction; the response counts rows per kind.",
+        parameters=[USER_ID],
+        responses=ErasureSerializer,
+    )
+    def delete(self, request: Request, user_id: str) -> Response:
+        end_user = end_user_get_for_tenant(tenant=self.tenant, external_id=user_id)
+        counts = end_user_erase(end_user=end_user, actor_type=ActorType.API_KEY, actor=self.actor)
+        return Response({"erased": counts})
+
+
+class EndUserExportView(TenantScopedAPIView):
+    @extend_schema(
+        operation_id="users_export",
+        summary="Everything kept about a person, as one versioned JSON document (audited)",
+        parameters=[USER_ID],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request: Request, user_id: str) -> Response:
+        end_user = end_user_get_for_tenant(tenant=self.tenant, external_id=user_id)
+        document = end_user_export(
+            end_user=end_user, actor_type=ActorType.API_KEY, actor=self.actor
+        )
+        response = Response(document)
+        response["Content-Disposition"] = 'attachment; filename="memoryhub-user-export.json"'
+        return response
