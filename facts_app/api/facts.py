@@ -73,7 +73,9 @@ class FactPatchSerializer(serializers.Serializer[Any]):
 
 class FactOutputSerializer(serializers.ModelSerializer[Fact]):
     user_id = serializers.SerializerMethodField()
-    superseded_by = serializers.PrimaryKeyRelatedField(read_only=True)
+    superseded_by: serializers.PrimaryKeyRelatedField[Fact] = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True
+    )
 
     class Meta:
         model = Fact
@@ -122,11 +124,16 @@ class FactFilterQuerySerializer(serializers.Serializer[Any]):
         return FactFilters(
             user_id=data.get("user_id"),
             tags=tuple(data.get("tag", [])),
-            metadata=tuple(tuple(item.split("=", 1)) for item in data.get("metadata", [])),  # type: ignore[misc]
+            metadata=tuple(_key_value(item) for item in data.get("metadata", [])),
             created_after=data.get("created_after"),
             created_before=data.get("created_before"),
             include_superseded=data["include_superseded"],
         )
+
+
+def _key_value(item: str) -> tuple[str, str]:
+    key, _, value = item.partition("=")
+    return key, value
 
 
 def _query_data(request: Request, *, lists: tuple[str, ...]) -> dict[str, Any]:
@@ -153,6 +160,8 @@ def _needs_global_scope(view: TenantScopedAPIView, user_id: str | None) -> None:
 
 
 class FactListView(TenantScopedAPIView):
+    pagination_class = FactPagination  # also tells the OpenAPI schema the list is paginated
+
     @extend_schema(
         operation_id="facts_list",
         summary="List facts, newest first",
@@ -163,7 +172,7 @@ class FactListView(TenantScopedAPIView):
         query = FactFilterQuerySerializer(data=_query_data(request, lists=("tag", "metadata")))
         query.is_valid(raise_exception=True)
         facts = fact_list_for_tenant(tenant=self.tenant, filters=query.to_filters())
-        paginator = FactPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(facts, request, view=self)
         return paginator.get_paginated_response(FactOutputSerializer(page, many=True).data)
 

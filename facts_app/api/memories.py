@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -204,13 +204,36 @@ class UserMemoryVersionsView(_MemoryView):
         )
 
 
+# The tenant-wide routes reuse the views; their schema drops the user_id and names them apart.
+NO_USER_ID = OpenApiParameter("user_id", OpenApiTypes.STR, OpenApiParameter.PATH, exclude=True)
+
+
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="tenant_memories_list",
+        summary="Tenant-wide memories (every person's context sees them)",
+        parameters=[NO_USER_ID],
+    )
+)
 class TenantMemoryListView(UserMemoryListView):
     tenant_wide = True
 
 
+@extend_schema_view(
+    get=extend_schema(operation_id="tenant_memories_get", parameters=[NO_USER_ID]),
+    put=extend_schema(
+        operation_id="tenant_memories_save",
+        summary="Save a tenant-wide memory (needs the global-memory scope)",
+        parameters=[NO_USER_ID],
+    ),
+    delete=extend_schema(operation_id="tenant_memories_delete", parameters=[NO_USER_ID]),
+)
 class TenantMemoryDetailView(UserMemoryDetailView):
     tenant_wide = True
 
 
+@extend_schema_view(
+    get=extend_schema(operation_id="tenant_memories_versions", parameters=[NO_USER_ID])
+)
 class TenantMemoryVersionsView(UserMemoryVersionsView):
     tenant_wide = True

@@ -6,8 +6,8 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet, TextField
-from django.db.models.functions import Cast
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from facts_app.models import Fact
@@ -42,7 +42,7 @@ def fact_get_for_tenant(*, tenant: Tenant, fact_id: int | str) -> Fact:
 
 def fact_list_for_tenant(*, tenant: Tenant, filters: FactFilters) -> QuerySet[Fact]:
     """The tenant's facts narrowed by `filters`; superseded or expired ones only on request."""
-    facts = Fact.objects.for_tenant(tenant).select_related("end_user")
+    facts: QuerySet[Fact] = Fact.objects.for_tenant(tenant).select_related("end_user")
     if filters.user_id is not None:
         facts = facts.filter(end_user__external_id=filters.user_id)
     facts = filter_json_list_contains_all(facts, field="tags", values=list(filters.tags))

@@ -10,10 +10,12 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from facts_app.models import Fact, Note, UserMemory
 from memoryhub.accounts.models import ActorType, ApiKeyScope, EndUser
 from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.core.api import LimitCursorPagination, TenantScopedAPIView
 from memoryhub.people.services import end_user_erase, end_user_export
+from sessions_app.models import Session
 
 
 class EndUserOutputSerializer(serializers.ModelSerializer[EndUser]):
@@ -33,12 +35,11 @@ class EndUserDetailSerializer(EndUserOutputSerializer):
         read_only_fields = fields
 
     def get_counts(self, end_user: EndUser) -> dict[str, int]:
-        # Related managers by name: this module does not import the apps' models for it.
         return {
-            "sessions": end_user.sessions.count(),  # type: ignore[attr-defined]
-            "memories": end_user.memories.count(),  # type: ignore[attr-defined]
-            "facts": end_user.facts.count(),  # type: ignore[attr-defined]
-            "notes": end_user.notes.count(),  # type: ignore[attr-defined]
+            "sessions": Session.objects.filter(end_user=end_user).count(),
+            "memories": UserMemory.objects.filter(end_user=end_user).count(),
+            "facts": Fact.objects.filter(end_user=end_user).count(),
+            "notes": Note.objects.filter(end_user=end_user).count(),
         }
 
 
@@ -54,13 +55,15 @@ USER_ID = OpenApiParameter("user_id", OpenApiTypes.STR, OpenApiParameter.PATH)
 
 
 class EndUserListView(TenantScopedAPIView):
+    pagination_class = EndUserPagination  # also tells the OpenAPI schema the list is paginated
+
     @extend_schema(
         operation_id="users_list",
         summary="The people this tenant's bots talk to, newest first",
         responses=EndUserOutputSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
-        paginator = EndUserPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(
             EndUser.objects.for_tenant(self.tenant), request, view=self
         )
