@@ -1,1 +1,18 @@
-urlpatterns: list = []
+"""Notes, under /api/v1/users/<user_id>/notes/ (facts_app.api.urls supplies the prefix)."""
+
+from django.urls import path
+
+from facts_app.api import notes
+
+urlpatterns = [
+    path("", notes.NotesRecallView.as_view(), name="notes-recall"),
+    path("long-term/", notes.NoteLongTermView.as_view(), name="notes-long-term"),
+    path(
+        "long-term/history/",
+        notes.NoteLongTermHistoryView.as_view(),
+        name="notes-long-term-history",
+    ),
+    path("daily/", notes.NoteDailyView.as_view(), name="notes-daily"),
+    path("daily/<str:day>/", notes.NoteDailyDayView.as_view(), name="notes-daily-day"),
+    path("clear/", notes.NoteClearView.as_view(), name="notes-clear"),
+]

@@ -1,0 +1,134 @@
+"""Reads of notes (seed 003): current versions, recall by days and query, and history."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from functools import reduce
+from operator import or_
+
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from facts_app.models import Note, NoteKind
+from memoryhub.accounts.models import EndUser, Tenant
+
+RECALL_DAYS_DEFAULT = 7
+RECALL_DAYS_MAX = 365
+QUERY_WORD_MIN_LENGTH = 2
+# Each word is one LIKE over the current notes; past a few dozen a query is a document, not a
+# search, and the rest would only make the SQL longer.
+QUERY_WORDS_MAX = 32
+_NON_WORD = re.compile(r"\W+")
+
+
+def query_words(query: str) -> list[str]:
+    """The words of a recall query: split on non-word characters, shorter than 2 dropped,
+    lower-cased and de-duplicated in order."""
+    words: dict[str, None] = {}
+    for word in _NON_WORD.split(query):
+        if len(word) >= QUERY_WORD_MIN_LENGTH:
+            words.setdefault(word.lower(), None)
+    return list(words)[:QUERY_WORDS_MAX]
+
+
+def _matching_any(notes: QuerySet[Note], words: list[str]) -> QuerySet[Note]:
+    if not words:
+        return notes
+    # icontains escapes % and _, so a word is matched literally. (SQLite's LIKE folds only
+    # ASCII case; PostgreSQL's UPPER folds all of Unicode.)
+    return notes.filter(reduce(or_, (Q(content__icontains=word) for word in words)))
+
+
+def _notes_of(*, tenant: Tenant, end_user: EndUser) -> QuerySet[Note]:
+    return Note.objects.for_tenant(tenant).filter(end_user=end_user)
+
+
+def note_long_term_current(*, tenant: Tenant, end_user: EndUser) -> Note | None:
+    """The current long-term document, or None when it was never saved."""
+    return (
+        _notes_of(tenant=tenant, end_user=end_user)
+        .filter(kind=NoteKind.LONG_TERM)
+        .order_by("-version")
+        .first()
+    )
+
+
+def note_daily_current_list(
+    *,
+    tenant: Tenant,
+    end_user: EndUser,
+    since: dt.date,
+    until: dt.date,
+    words: list[str] | None = None,
+) -> list[Note]:
+    """The current version of each day's note from `since` to `until`, newest day first.
+
+    One query whatever the number of days: a version is current when no newer version of the
+    same day exists (NOT EXISTS along the note_current index). Filtering by content happens on
+    that current version, never on an older one. Days whose current text is empty (cleared)
+    are left out: there is nothing to recall.
+    """
+    notes = _notes_of(tenant=tenant, end_user=end_user).filter(kind=NoteKind.DAILY)
+    newer = notes.filter(day=OuterRef("day"), version__gt=OuterRef("version"))
+    current = (
+        notes.filter(day__gte=since, day__lte=until)
+        .exclude(content="")
+        .exclude(Exists(newer))
+        .order_by("-day")
+    )
+    return list(_matching_any(current, words or []))
+
+
+@dataclass(frozen=True)
+class NoteRecall:
+    long_term: Note | None
+    daily: list[Note]
+
+
+def note_recall(
+    *,
+    tenant: Tenant,
+    end_user: EndUser,
+    today: dt.date,
+    days: int = RECALL_DAYS_DEFAULT,
+    query: str = "",
+) -> NoteRecall:
+    """Seed 003's memory.recall / memory.show: the long-term document and the daily notes of
+    the last `days` days (today included), newest first; with `query`, only notes whose current
+    text contains any of its words. Two queries.
+
+    Tomorrow is included too: a bot ahead of UTC may already write under its local date.
+    """
+    words = query_words(query)
+    long_term = note_long_term_current(tenant=tenant, end_user=end_user)
+    if long_term is not None and words:
+        text = long_term.content.lower()
+        if not any(word in text for word in words):
+            long_term = None
+    daily = note_daily_current_list(
+        tenant=tenant,
+        end_user=end_user,
+        since=today - dt.timedelta(days=days - 1),
+        until=today + dt.timedelta(days=1),
+        words=words,
+    )
+    return NoteRecall(long_term=long_term, daily=daily)
+
+
+def note_long_term_history(*, tenant: Tenant, end_user: EndUser) -> QuerySet[Note]:
+    """Every version of the long-term document, newest first (the API pages through it)."""
+    return (
+        _notes_of(tenant=tenant, end_user=end_user)
+        .filter(kind=NoteKind.LONG_TERM)
+        .order_by("-version")
+    )
+
+
+def note_daily_history(*, tenant: Tenant, end_user: EndUser, day: dt.date) -> QuerySet[Note]:
+    """Every version of one day's note, newest (the current one) first."""
+    return (
+        _notes_of(tenant=tenant, end_user=end_user)
+        .filter(kind=NoteKind.DAILY, day=day)
+        .order_by("-version")
+    )
