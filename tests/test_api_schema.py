@@ -16,6 +16,7 @@ from schemathesis import checks as st_checks
 from memoryhub.accounts.services import api_key_create
 from memoryhub.wsgi import application
 from sessions_app.models import Session
+from sessions_app.services import session_create_or_get
 from tests.factories import TenantFactory
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
@@ -47,13 +48,11 @@ def fuzz_target(db):
     signals.request_finished.connect(close_old_connections)
 
 
-def _real_session_id(tenant) -> str:
-    session = Session.objects.for_tenant(tenant).first()
-    if session is None:
-        from sessions_app.services import session_create_or_get
-
+def _real_session(tenant) -> Session:
+    session = Session.objects.for_tenant(tenant).select_related("end_user").first()
+    if session is None or session.end_user is None:
         session, _ = session_create_or_get(tenant=tenant, user_id="fuzz:user")
-    return str(session.pk)
+    return session
 
 
 @schema.parametrize()
@@ -67,9 +66,14 @@ def _real_session_id(tenant) -> str:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 def test_the_api_never_errors_and_always_matches_its_schema(case, fuzz_target):
-    # Half the cases aim at a real session so the fuzzing reaches past the 404.
-    if "session_id" in (case.path_parameters or {}) and next(ROUNDS) % 2 == 0:
-        case.path_parameters["session_id"] = _real_session_id(fuzz_target["tenant"])
+    # Half the cases aim at a real session and person so the fuzzing reaches past the 404.
+    params = case.path_parameters or {}
+    if ("session_id" in params or "user_id" in params) and next(ROUNDS) % 2 == 0:
+        session = _real_session(fuzz_target["tenant"])
+        if "session_id" in params:
+            params["session_id"] = str(session.pk)
+        if "user_id" in params:
+            params["user_id"] = session.end_user.external_id
     # Not checked: positive_data_acceptance / negative_data_rejection. The schema cannot say
     # everything validation enforces (byte limits, no NUL characters, content required unless
     # tool_calls), so schema-valid requests are rightly refused with a 400 now and then.
