@@ -30,7 +30,12 @@ from memoryhub.core.api import LimitCursorPagination, TenantScopedAPIView
 from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.fields import StrictCharField
 from memoryhub.core.idempotency import HEADER as IDEMPOTENCY_HEADER
-from memoryhub.core.idempotency import idempotency_key_from, request_fingerprint, run_idempotent
+from memoryhub.core.idempotency import (
+    Performed,
+    idempotency_key_from,
+    request_fingerprint,
+    run_idempotent,
+)
 from memoryhub.core.limits import limit, validate_text_size
 
 QUERY_MAX_LENGTH = 1000
@@ -328,14 +333,16 @@ class NoteDailyView(TenantScopedAPIView):
         data = _valid(NoteDailyInputSerializer, request.data)
         end_user = _user_for_write(self, user_id)
 
-        def perform() -> tuple[int, Any]:
+        def perform() -> Performed:
             note = services.note_daily_append(
                 tenant=self.tenant,
                 end_user=end_user,
                 content=data["content"],
                 day=data.get("day"),
             )
-            return status.HTTP_201_CREATED, NoteDailyOutputSerializer(note).data
+            return Performed(
+                status.HTTP_201_CREATED, NoteDailyOutputSerializer(note).data, end_user.pk
+            )
 
         outcome = run_idempotent(
             tenant=self.tenant,

@@ -158,6 +158,11 @@ class IdempotencyRecord(TenantOwnedModel):
     """The first response to a write sent with an `Idempotency-Key`, replayed on retries."""
 
     key = models.CharField(max_length=255, validators=[RegexValidator(r"^[\x21-\x7e]+$")])
+    # The person the stored response is about: it may quote their messages or notes, so erasing
+    # the person must take it too.
+    end_user = models.ForeignKey(
+        EndUser, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     scope = models.CharField(max_length=255, help_text="method and route the key was used on")
     request_hash = models.CharField(max_length=64)
     response_status = models.PositiveSmallIntegerField()

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import IntegrityError, transaction
 from rest_framework import exceptions
@@ -25,6 +25,14 @@ from memoryhub.core.errors import IdempotencyKeyReused
 
 HEADER = "Idempotency-Key"
 _VALID_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+class Performed(NamedTuple):
+    """What a write returns to run_idempotent: the response, and whose data it holds."""
+
+    status: int
+    body: Any
+    end_user_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -56,11 +64,11 @@ def run_idempotent(
     key: str | None,
     scope: str,
     fingerprint: str,
-    perform: Callable[[], tuple[int, Any]],
+    perform: Callable[[], Performed],
 ) -> IdempotentOutcome:
     """Run `perform` (which must return a JSON-ready body) at most once per (tenant, scope, key)."""
     if key is None:
-        status, body = perform()
+        status, body, _ = perform()
         return IdempotentOutcome(status=status, body=body, replayed=False)
 
     for attempt in range(2):
@@ -85,12 +93,13 @@ def run_idempotent(
                     response_status=0,
                     response_body={},
                 )
-                status, body = perform()
+                status, body, end_user_id = perform()
                 # Store exactly what a JSON client received (UUIDs and datetimes as strings).
                 body = json.loads(json.dumps(body, cls=JSONEncoder))
                 record.response_status = status
                 record.response_body = body
-                record.save(update_fields=["response_status", "response_body"])
+                record.end_user_id = end_user_id
+                record.save(update_fields=["response_status", "response_body", "end_user"])
                 return IdempotentOutcome(status=status, body=body, replayed=False)
         except IntegrityError:
             # Another request with this key committed between our read and our insert: loop once

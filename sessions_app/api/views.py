@@ -33,6 +33,7 @@ from memoryhub.core.idempotency import (
 )
 from memoryhub.core.idempotency import (
     IdempotentOutcome,
+    Performed,
     idempotency_key_from,
     request_fingerprint,
     run_idempotent,
@@ -155,12 +156,12 @@ class SessionViewSet(TenantScopedGenericViewSet):
         data = SessionCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
 
-        def perform() -> tuple[int, Any]:
+        def perform() -> Performed:
             session, created = services.session_create_or_get(
                 tenant=self.tenant, **data.validated_data
             )
             code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-            return code, SessionOutputSerializer(session).data
+            return Performed(code, SessionOutputSerializer(session).data, session.end_user_id)
 
         return _idempotent_response(
             run_idempotent(
@@ -268,13 +269,19 @@ class SessionMessagesView(TenantScopedAPIView):
             messages=[services.MessageInput(**item) for item in items]
         )
 
-        def perform() -> tuple[int, Any]:
+        def perform() -> Performed:
             created = services.message_append_batch(
                 tenant=self.tenant, session_id=session_pk, messages=inputs
             )
             rendered = [message_data(message) for message in created]
             body = {"messages": rendered} if is_batch else rendered[0]
-            return status.HTTP_201_CREATED, body
+            # Only a stored (idempotent) response needs to know whose messages it quotes.
+            owner = (
+                selectors.session_owner_id(tenant=self.tenant, session_id=session_pk)
+                if key
+                else None
+            )
+            return Performed(status.HTTP_201_CREATED, body, owner)
 
         return _idempotent_response(
             run_idempotent(

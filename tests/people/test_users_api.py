@@ -8,7 +8,7 @@ from django.apps import apps
 from facts_app.models import Fact, Note, UserMemory, UserMemoryVersion
 from facts_app.services.facts import fact_create
 from facts_app.services.memories import memory_save
-from memoryhub.accounts.models import AuditAction, AuditEvent, EndUser
+from memoryhub.accounts.models import AuditAction, AuditEvent, EndUser, IdempotencyRecord
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.people.export import EXPORT_FORMAT, EXPORT_SCHEMA_VERSION
 from sessions_app import services as session_services
@@ -55,6 +55,15 @@ def remember_everything(tenant, user_id: str) -> EndUser:
         day=dt.date(2026, 11, 1),
         version=1,
         content="- talked",
+    )
+    IdempotencyRecord.objects.create(
+        tenant=tenant,
+        end_user=end_user,
+        scope="test",
+        key=f"k-{user_id}",
+        request_hash="x",
+        response_status=201,
+        response_body={"content": "I like peanuts"},
     )
     return end_user
 
@@ -106,6 +115,7 @@ def test_erasure_leaves_nothing_of_the_person_and_everything_of_others(tenant, m
     assert response.json()["erased"] == {
         "end_users": 1,
         "facts": 1,
+        "idempotency_records": 1,
         "messages": 2,
         "notes": 2,
         "sessions": 1,
@@ -121,6 +131,38 @@ def test_erasure_leaves_nothing_of_the_person_and_everything_of_others(tenant, m
     event = AuditEvent.objects.get(tenant=tenant, action=AuditAction.ERASE)
     assert event.object_id == SACHI
     assert event.counts["messages"] == 2
+
+
+def test_erasure_takes_the_stored_idempotent_responses_that_quote_the_person(tenant, make_key):
+    _, secret = make_key(tenant, scopes=["read", "write", "purge"])
+    client = client_for(secret)
+    for user_id in (SACHI, BOB):
+        session = client.post(
+            "/api/v1/sessions/",
+            {"user_id": user_id},
+            format="json",
+            HTTP_IDEMPOTENCY_KEY=f"s-{user_id}",
+        ).json()
+        client.post(
+            f"/api/v1/sessions/{session['id']}/messages/",
+            {"role": "user", "content": f"secret of {user_id}"},
+            format="json",
+            HTTP_IDEMPOTENCY_KEY=f"m-{user_id}",
+        )
+        client.post(
+            f"/api/v1/users/{user_id}/notes/daily/",
+            {"content": f"note of {user_id}"},
+            format="json",
+            HTTP_IDEMPOTENCY_KEY=f"n-{user_id}",
+        )
+    assert IdempotencyRecord.objects.count() == 6
+
+    client.delete(f"/api/v1/users/{SACHI}/")
+
+    remaining = list(IdempotencyRecord.objects.values_list("response_body", flat=True))
+    assert len(remaining) == 3
+    assert SACHI not in str(remaining)
+    assert f"secret of {BOB}" in str(remaining)
 
 
 def test_erasure_needs_the_purge_scope(api, tenant):
