@@ -29,10 +29,11 @@ from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.api import LimitCursorPagination, TenantScopedAPIView
 from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.fields import StrictCharField
-from memoryhub.core.idempotency import HEADER as IDEMPOTENCY_HEADER
 from memoryhub.core.idempotency import (
+    IDEMPOTENCY_KEY_PARAMETER,
     Performed,
     idempotency_key_from,
+    idempotent_response,
     request_fingerprint,
     run_idempotent,
 )
@@ -167,12 +168,6 @@ USER_ID_PARAMETER = OpenApiParameter(
 )
 DAY_PARAMETER = OpenApiParameter(
     "day", OpenApiTypes.DATE, OpenApiParameter.PATH, description="YYYY-MM-DD."
-)
-IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
-    IDEMPOTENCY_HEADER,
-    OpenApiTypes.STR,
-    OpenApiParameter.HEADER,
-    description="1-255 printable ASCII characters; a retry with the same key replays the answer.",
 )
 NOT_FOUND = OpenApiResponse(description="No such user (or note) for this API key's tenant.")
 
@@ -351,10 +346,7 @@ class NoteDailyView(TenantScopedAPIView):
             fingerprint=request_fingerprint({"user_id": user_id, "body": request.data}),
             perform=perform,
         )
-        response = Response(outcome.body, status=outcome.status)
-        if outcome.replayed:
-            response["Idempotent-Replayed"] = "true"
-        return response
+        return idempotent_response(outcome)
 
 
 class NoteDailyDayView(TenantScopedAPIView):

@@ -16,8 +16,11 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from django.db import IntegrityError, transaction
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 
 from memoryhub.accounts.models import IdempotencyRecord, Tenant
@@ -107,3 +110,19 @@ def run_idempotent(
             if attempt == 1:
                 raise
     raise AssertionError("unreachable")
+
+
+IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
+    HEADER,
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="1-255 printable ASCII characters; a retry with the same key replays the answer.",
+)
+
+
+def idempotent_response(outcome: IdempotentOutcome) -> Response:
+    """The HTTP response for an outcome; a replay says so in `Idempotent-Replayed`."""
+    response = Response(outcome.body, status=outcome.status)
+    if outcome.replayed:
+        response["Idempotent-Replayed"] = "true"
+    return response

@@ -29,12 +29,10 @@ from memoryhub.core.api import (
 from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.fields import StrictCharField
 from memoryhub.core.idempotency import (
-    HEADER as IDEMPOTENCY_HEADER,
-)
-from memoryhub.core.idempotency import (
-    IdempotentOutcome,
+    IDEMPOTENCY_KEY_PARAMETER,
     Performed,
     idempotency_key_from,
+    idempotent_response,
     request_fingerprint,
     run_idempotent,
 )
@@ -66,12 +64,6 @@ SESSION_ID_PARAMETER = OpenApiParameter(
 STATE_KEY_PARAMETER = OpenApiParameter(
     "key", OpenApiTypes.STR, OpenApiParameter.PATH, description="A state key."
 )
-IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
-    IDEMPOTENCY_HEADER,
-    OpenApiTypes.STR,
-    OpenApiParameter.HEADER,
-    description="1-255 printable ASCII characters; a retry with the same key replays the answer.",
-)
 NOT_FOUND = OpenApiResponse(description="No such session for this API key's tenant.")
 _STATE_KEY = re.compile(rf"^[^\x00-\x1f\x7f]{{1,{STATE_KEY_MAX_LENGTH}}}$")
 
@@ -85,13 +77,6 @@ def _session_uuid(raw: str) -> uuid.UUID:
         return uuid.UUID(raw)
     except ValueError:
         raise ResourceNotFound("No such session.") from None
-
-
-def _idempotent_response(outcome: IdempotentOutcome) -> Response:
-    response = Response(outcome.body, status=outcome.status)
-    if outcome.replayed:
-        response["Idempotent-Replayed"] = "true"
-    return response
 
 
 class SessionPagination(LimitCursorPagination):
@@ -163,7 +148,7 @@ class SessionViewSet(TenantScopedGenericViewSet):
             code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
             return Performed(code, SessionOutputSerializer(session).data, session.end_user_id)
 
-        return _idempotent_response(
+        return idempotent_response(
             run_idempotent(
                 tenant=self.tenant,
                 key=idempotency_key_from(request),
@@ -283,7 +268,7 @@ class SessionMessagesView(TenantScopedAPIView):
             )
             return Performed(status.HTTP_201_CREATED, body, owner)
 
-        return _idempotent_response(
+        return idempotent_response(
             run_idempotent(
                 tenant=self.tenant,
                 key=key,
