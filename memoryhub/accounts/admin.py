@@ -19,6 +19,7 @@ from memoryhub.accounts.models import (
     AuditEvent,
     EndUser,
     IdempotencyRecord,
+    MemoryPolicy,
     Membership,
     Tenant,
     User,
@@ -142,3 +143,17 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "tenant", "scope", "key", "response_status")
     list_filter = ("scope", "tenant")
     search_fields = ("key",)
+
+
+@admin.register(MemoryPolicy)
+class MemoryPolicyAdmin(admin.ModelAdmin):
+    list_display = (
+        "tenant",
+        "agent_id",
+        "context_max_tokens",
+        "context_max_messages",
+        "context_max_memories",
+        "updated_at",
+    )
+    list_filter = ("tenant",)
+    search_fields = ("tenant__slug", "agent_id")

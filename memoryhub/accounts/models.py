@@ -176,3 +176,38 @@ class IdempotencyRecord(TenantOwnedModel):
             )
         ]
         indexes = [models.Index(fields=["created_at"], name="idempotency_created")]
+
+
+class MemoryPolicy(models.Model):
+    """How a tenant's memory behaves, editable in the admin (issue 4).
+
+    A row with an empty `agent_id` is the tenant's policy; a row with an agent id overrides it,
+    whole, for that agent. With no row at all the built-in defaults apply (seed 001's numbers).
+    Only settings something reads are here; summarization and extraction switches come with them.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memory_policies")
+    agent_id = models.CharField(
+        max_length=128, blank=True, default="", help_text="Empty: the tenant's default policy."
+    )
+    context_max_tokens = models.PositiveIntegerField(
+        default=4000, help_text="Default budget of GET /sessions/{id}/context/ (200-200,000)."
+    )
+    context_max_messages = models.PositiveIntegerField(default=20)
+    context_max_memories = models.PositiveIntegerField(default=50)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "agent_id"], name="memorypolicy_unique_agent"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(context_max_tokens__gte=200, context_max_tokens__lte=200_000),
+                name="memorypolicy_context_tokens_range",
+            ),
+        ]
+        verbose_name_plural = "memory policies"
+
+    def __str__(self) -> str:
+        return f"{self.tenant} / {self.agent_id or '(default)'}"

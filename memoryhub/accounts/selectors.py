@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from memoryhub.accounts.models import API_KEY_DISPLAY_PREFIX, ApiKey, EndUser, Tenant
+from memoryhub.accounts.models import API_KEY_DISPLAY_PREFIX, ApiKey, EndUser, MemoryPolicy, Tenant
 from memoryhub.core.exceptions import ResourceNotFound
 
 
@@ -41,3 +41,15 @@ def end_user_get_for_tenant(*, tenant: Tenant, external_id: str) -> EndUser:
     if not found:
         raise ResourceNotFound("No such user.")
     return found[0]
+
+
+def memory_policy_for(*, tenant: Tenant, agent_id: str = "") -> MemoryPolicy:
+    """The policy in force for an agent: its override, else the tenant's, else the defaults.
+
+    The defaults come back as an unsaved MemoryPolicy, so callers read one shape either way.
+    """
+    candidates = {
+        policy.agent_id: policy
+        for policy in MemoryPolicy.objects.filter(tenant=tenant, agent_id__in={"", agent_id})
+    }
+    return candidates.get(agent_id) or candidates.get("") or MemoryPolicy(tenant=tenant)
