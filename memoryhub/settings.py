@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "memoryhub.accounts",
     "memoryhub.core",
+    "memoryhub.llm",
     "sessions_app",
     "facts_app",
 ]
@@ -216,6 +217,16 @@ TOKENIZER_ENCODING: str = env.str("MEMORYHUB_TOKENIZER_ENCODING", default="o200k
 TIKTOKEN_CACHE_DIR: str = env.str(
     "TIKTOKEN_CACHE_DIR", default=str(BASE_DIR / ".cache" / "tiktoken")
 )
+
+# --- LLM (summaries and fact extraction) -------------------------------------------------------
+# Any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp). Empty: offline mode, with
+# extractive summaries and no fact extraction (see memoryhub.llm).
+LLM_BASE_URL: str = env.str("LLM_BASE_URL", default="")
+LLM_MODEL: str = env.str("LLM_MODEL", default="gpt-4o-mini")
+LLM_API_KEY: str = env.str("LLM_API_KEY", default="")
+LLM_TIMEOUT_SECONDS: float = env.float("LLM_TIMEOUT_SECONDS", default=30.0)
+if LLM_TIMEOUT_SECONDS <= 0:
+    raise ImproperlyConfigured(f"LLM_TIMEOUT_SECONDS must be positive, not {LLM_TIMEOUT_SECONDS}.")
 
 # --- Celery -------------------------------------------------------------------------------------
 REDIS_URL: str = env.str("REDIS_URL", default="")

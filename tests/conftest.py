@@ -16,6 +16,8 @@ from sessions_app import services
 from sessions_app.models import Session
 from tests.factories import TenantFactory
 
+pytest_plugins = ["tests.fakes.fixtures"]
+
 
 def pytest_report_header() -> list[str]:
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]

@@ -19,8 +19,8 @@ from memoryhub.accounts.models import (
     AuditEvent,
     EndUser,
     IdempotencyRecord,
-    MemoryPolicy,
     Membership,
+    MemoryPolicy,
     Tenant,
     User,
 )

@@ -6,7 +6,11 @@ def test_without_a_policy_the_seed_defaults_apply(tenant):
     policy = memory_policy_for(tenant=tenant, agent_id="chat")
 
     assert policy.pk is None
-    assert (policy.context_max_tokens, policy.context_max_messages, policy.context_max_memories) == (
+    assert (
+        policy.context_max_tokens,
+        policy.context_max_messages,
+        policy.context_max_memories,
+    ) == (
         4000,
         20,
         50,

@@ -1,0 +1,1 @@
+"""Test doubles that speak real protocols, so the real client code runs against them."""
