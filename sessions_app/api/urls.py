@@ -1,6 +1,7 @@
 from django.urls import path
 
 from sessions_app.api import views
+from sessions_app.api.context import SessionContextView
 
 session_list = views.SessionViewSet.as_view({"get": "list", "post": "create"})
 session_detail = views.SessionViewSet.as_view(
@@ -18,6 +19,11 @@ urlpatterns = [
     ),
     path(
         "sessions/<str:session_id>/state/", views.SessionStateView.as_view(), name="session-state"
+    ),
+    path(
+        "sessions/<str:session_id>/context/",
+        SessionContextView.as_view(),
+        name="session-context",
     ),
     path(
         "sessions/<str:session_id>/state/<str:key>/",

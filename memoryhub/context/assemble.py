@@ -1,0 +1,455 @@
+"""Context assembly: a pure, deterministic function from gathered inputs and a budget to what a bot
+puts in front of its model (DESIGN.md §5). No database, no clock (`today` is an input), no I/O.
+
+Priority: who claims the budget first
+    0. The frame: the `<memory>` wrapper and the usage hints. If even that does not fit, nothing
+       does and the result is empty.
+    1. Messages, newest first: they are the conversation. Only the newest `max_messages` are
+       considered (older ones: "max_messages"). The walk stops at the first message that does not
+       fit, and it and everything older is dropped ("budget"): the transcript never has holes.
+    2. The summary, only when history was cut: `earlier_messages_exist`, or a message was dropped
+       in step 1 (otherwise: "history not truncated"). If it does not fit, it may displace the
+       oldest included messages ("displaced by summary"), never the newest one; if it still would
+       not fit, it is dropped ("budget") and no message is displaced.
+    3. Memories: tenant-wide ones (pinned first), then the user's pinned ones, then the rest of the
+       user's. Each of the two lists is capped at `max_memories` ("max_memories").
+    4. Facts, in the rank order given. A duplicate id is dropped ("duplicate").
+    5. Notes: the long-term note, today's note, then recent notes newest first. A recent note
+       dated today, in the future, more than 7 days back or undated is dropped ("outside recent
+       window").
+   In steps 3-5 an item that does not fit is dropped ("budget") and the next, possibly smaller,
+   one is still tried. Items are added whole or not at all; the one exception is the long-term
+   note, which when too big is cut at a line or word boundary and marked "[truncated]" (its cut
+   tail is reported as ("note:long_term:tail", "budget")). Blank items are dropped ("empty").
+
+Budget accounting: what is counted is what is rendered
+    Every rendered piece (section header, bullet, note, transcript line) comes from
+    `memoryhub.context.render`, and the budget is charged `count_tokens(piece)` for it. A section's
+    header is charged with its first item. The frame is charged for the wrapper, the hints and one
+    MESSAGE_OVERHEAD (the system message of the messages format). A message is charged the larger
+    of its Markdown transcript line and its chat-message cost (MESSAGE_OVERHEAD + content + name +
+    tool_call_id + tool_calls JSON, see `count_message_tokens`), and the "Recent Messages" header
+    is charged with the first one; so the charge covers both formats. Real tokenizers are not
+    exactly additive, so at the end both renderings are counted for real, and while either is over
+    `max_tokens` the most recently claimed item is dropped ("budget"). Hence, always:
+        count_tokens(render_markdown(ctx)) <= max_tokens
+        messages_token_count(render_messages(ctx), count_tokens) <= max_tokens
+        ctx.total_tokens == sum of the sections' tokens <= max_tokens
+
+Cost: items are counted at most once (the long-term note: a binary search, O(log n) counts); an
+item longer than MAX_CHARS_PER_TOKEN characters per token of room left is dropped without being
+counted, so nothing is counted once the budget is spent and no single count is bigger than the
+budget allows. The caller bounds the inputs (at most max_messages messages, bounded lists; the
+memory lists are cut to max_memories before counting), so the work is bounded by the budget, not by
+the length of the session. `MessageItem.token_count` is not used for the budget: the guarantee
+must not depend on a number stored under another tokenizer.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from memoryhub.context import render
+from memoryhub.context.render import (
+    count_message_tokens,
+    messages_token_count,
+    render_markdown,
+    render_messages,
+)
+from memoryhub.context.types import (
+    AssembledContext,
+    Budget,
+    ContextInputs,
+    FactItem,
+    MemoryItem,
+    MessageItem,
+    NoteItem,
+    SectionReport,
+    SummaryItem,
+)
+
+__all__ = [
+    "BUDGET",
+    "DISPLACED",
+    "DUPLICATE",
+    "EMPTY",
+    "MAX_MEMORIES",
+    "MAX_MESSAGES",
+    "NOT_TRUNCATED",
+    "OUTSIDE_WINDOW",
+    "assemble_context",
+    "count_message_tokens",
+    "messages_token_count",
+    "render_markdown",
+    "render_messages",
+]
+
+# Why an item was dropped.
+BUDGET = "budget"
+MAX_MESSAGES = "max_messages"
+MAX_MEMORIES = "max_memories"
+NOT_TRUNCATED = "history not truncated"
+DISPLACED = "displaced by summary"
+DUPLICATE = "duplicate"
+EMPTY = "empty"
+OUTSIDE_WINDOW = "outside recent window"
+
+RECENT_NOTE_DAYS = 7
+# No token of a real tokenizer is longer than this (o200k_base: 128 bytes), so a piece longer than
+# this many characters per token of room cannot fit and is dropped without being counted.
+MAX_CHARS_PER_TOKEN = 256
+# A long-term note is cut only if at least this many tokens of it would remain worth showing.
+MIN_TRUNCATED_NOTE_TOKENS = 16
+LONG_TERM_LABEL = "note:long_term"
+LONG_TERM_TAIL_LABEL = "note:long_term:tail"
+
+# Sections in output order (also the order of the report).
+SECTION_ORDER = (
+    "frame",
+    "memories",
+    "facts",
+    "long_term_note",
+    "today_note",
+    "recent_notes",
+    "summary",
+    "messages",
+)
+
+Item = MemoryItem | FactItem | NoteItem | SummaryItem | MessageItem
+
+
+@dataclass(frozen=True)
+class _Entry:
+    label: str
+    charge: int
+    item: Item
+
+
+@dataclass
+class _Section:
+    name: str
+    header_charge: int
+    entries: list[_Entry] = field(default_factory=list)
+    dropped: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        if not self.entries:
+            return 0
+        return self.header_charge + sum(entry.charge for entry in self.entries)
+
+
+class _Assembler:
+    def __init__(self, *, inputs: ContextInputs, budget: Budget, count: Callable[[str], int]):
+        self.inputs = inputs
+        self.budget = budget
+        self.count = count
+        self.max_tokens = max(budget.max_tokens, 0)
+        self.sections = {
+            name: _Section(name, 0 if name == "frame" else count(render.section_header(name)))
+            for name in SECTION_ORDER
+        }
+        self.claims: list[tuple[_Section, _Entry]] = []  # in the order the budget was claimed
+        self.frame_charge = count(render.OPEN) + count(render.CLOSE) + render.MESSAGE_OVERHEAD
+        self.frame_fits = self.frame_charge <= self.max_tokens
+        # When the frame does not fit, `used` starts over the limit and nothing else fits either.
+        self.used = self.frame_charge
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _room(self, section: _Section) -> int:
+        return self.max_tokens - self.used - (0 if section.entries else section.header_charge)
+
+    def _hopeless(self, section: _Section, piece: str) -> bool:
+        """True when `piece` certainly cannot fit, decided without counting it."""
+        room = self._room(section)
+        return room <= 0 or len(piece) > MAX_CHARS_PER_TOKEN * room
+
+    def _cost(self, section: _Section, charge: int) -> int:
+        return charge + (0 if section.entries else section.header_charge)
+
+    def _fits(self, section: _Section, charge: int) -> bool:
+        return self.used + self._cost(section, charge) <= self.max_tokens
+
+    def _add(self, section: _Section, label: str, charge: int, item: Item) -> None:
+        self.used += self._cost(section, charge)
+        entry = _Entry(label, charge, item)
+        section.entries.append(entry)
+        self.claims.append((section, entry))
+
+    def _drop(self, section: _Section, label: str, reason: str) -> None:
+        section.dropped.append((label, reason))
+
+    def _remove(self, section: _Section, entry: _Entry, reason: str) -> None:
+        before = section.tokens
+        section.entries.remove(entry)
+        self.claims.remove((section, entry))
+        self.used -= before - section.tokens
+        if entry.label == LONG_TERM_LABEL:
+            section.dropped = [d for d in section.dropped if d[0] != LONG_TERM_TAIL_LABEL]
+        section.dropped.append((entry.label, reason))
+
+    def _offer(self, section: _Section, label: str, piece: str, item: Item) -> bool:
+        """Add a shared-block item whole if it fits; otherwise drop it for the budget."""
+        if self._hopeless(section, piece):  # once the budget is spent, nothing more is counted
+            self._drop(section, label, BUDGET)
+            return False
+        charge = self.count(piece)
+        if self._fits(section, charge):
+            self._add(section, label, charge, item)
+            return True
+        self._drop(section, label, BUDGET)
+        return False
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    def messages(self) -> bool:
+        """Newest first until max_messages or the budget; returns whether history was cut."""
+        section = self.sections["messages"]
+        messages = list(self.inputs.messages)
+        start = max(len(messages) - max(self.budget.max_messages, 0), 0)
+        candidates, over_limit = messages[start:], messages[:start]
+        truncated = bool(over_limit) or self.inputs.earlier_messages_exist
+        stopped = False
+        for message in reversed(candidates):
+            label = f"message:{message.seq}"
+            line = render.transcript_line(message)
+            if stopped or self._hopeless(section, line):
+                stopped = True
+                self._drop(section, label, BUDGET)
+                continue
+            charge = max(
+                self.count(line),
+                count_message_tokens(render.message_dict(message), self.count),
+            )
+            if self._fits(section, charge):
+                self._add(section, label, charge, message)
+            else:
+                stopped = True
+                self._drop(section, label, BUDGET)
+        for message in reversed(over_limit):
+            self._drop(section, f"message:{message.seq}", MAX_MESSAGES)
+        return truncated or stopped
+
+    def summary(self, *, truncated: bool) -> None:
+        summary = self.inputs.summary
+        section = self.sections["summary"]
+        if summary is None:
+            return
+        if not truncated:
+            self._drop(section, "summary", NOT_TRUNCATED)
+            return
+        if not summary.text.strip():
+            self._drop(section, "summary", EMPTY)
+            return
+        piece = render.summary_piece(summary)
+        if not self.frame_fits or len(piece) > MAX_CHARS_PER_TOKEN * self.max_tokens:
+            self._drop(section, "summary", BUDGET)
+            return
+        charge = self.count(piece)
+        if self._fits(section, charge):
+            self._add(section, "summary", charge, summary)
+            return
+        # Make room by displacing the oldest included messages, but never the newest one.
+        messages = self.sections["messages"]
+        shortfall = self.used + self._cost(section, charge) - self.max_tokens
+        victims: list[_Entry] = []
+        freed = 0
+        for entry in reversed(messages.entries[1:]):  # entries are newest first
+            if freed >= shortfall:
+                break
+            victims.append(entry)
+            freed += entry.charge
+        if freed < shortfall:
+            self._drop(section, "summary", BUDGET)
+            return
+        for entry in victims:
+            self._remove(messages, entry, DISPLACED)
+        self._add(section, "summary", charge, summary)
+
+    def memories(self) -> None:
+        section = self.sections["memories"]
+        limit = max(self.budget.max_memories, 0)
+        groups = (
+            ("tenant_memory", self.inputs.tenant_memories),
+            ("memory", self.inputs.user_memories),
+        )
+        for prefix, memories in groups:
+            # Pinned first; sorted() is stable, so the caller's order holds within each tier.
+            ordered = sorted(memories, key=lambda memory: not memory.pinned)
+            for position, memory in enumerate(ordered):
+                label = f"{prefix}:{memory.key}"
+                if position >= limit:
+                    self._drop(section, label, MAX_MEMORIES)
+                elif not memory.content.strip():
+                    self._drop(section, label, EMPTY)
+                else:
+                    self._offer(section, label, render.memory_piece(memory), memory)
+
+    def facts(self) -> None:
+        section = self.sections["facts"]
+        seen: set[int] = set()
+        for fact in self.inputs.facts:
+            label = f"fact:{fact.id}"
+            if fact.id in seen:
+                self._drop(section, label, DUPLICATE)
+                continue
+            seen.add(fact.id)
+            if not fact.content.strip():
+                self._drop(section, label, EMPTY)
+            else:
+                self._offer(section, label, render.fact_piece(fact), fact)
+
+    def notes(self) -> None:
+        self._long_term_note()
+        today = self.inputs.today
+        note = self.inputs.today_note
+        if note is not None:
+            note = replace(note, day=note.day or today)
+            section = self.sections["today_note"]
+            label = f"note:{today.isoformat()}"
+            if not note.content.strip():
+                self._drop(section, label, EMPTY)
+            else:
+                self._offer(section, label, render.note_piece(note), note)
+        section = self.sections["recent_notes"]
+        oldest = today - datetime.timedelta(days=RECENT_NOTE_DAYS)
+        for position, note in enumerate(self.inputs.recent_notes):
+            if note.day is None:
+                self._drop(section, f"note:recent:{position}", OUTSIDE_WINDOW)
+                continue
+            label = f"note:{note.day.isoformat()}"
+            if not oldest <= note.day < today:
+                self._drop(section, label, OUTSIDE_WINDOW)
+            elif not note.content.strip():
+                self._drop(section, label, EMPTY)
+            else:
+                self._offer(section, label, render.note_piece(note), note)
+
+    def _long_term_note(self) -> None:
+        note = self.inputs.long_term_note
+        section = self.sections["long_term_note"]
+        if note is None:
+            return
+        note = replace(note, day=None)
+        if not note.content.strip():
+            self._drop(section, LONG_TERM_LABEL, EMPTY)
+            return
+        piece = render.note_piece(note)
+        if not self._hopeless(section, piece):
+            charge = self.count(piece)
+            if self._fits(section, charge):
+                self._add(section, LONG_TERM_LABEL, charge, note)
+                return
+        cut = self._truncated(note, available=self._room(section))
+        if cut is None:
+            self._drop(section, LONG_TERM_LABEL, BUDGET)
+            return
+        self._add(section, LONG_TERM_LABEL, self.count(render.note_piece(cut)), cut)
+        self._drop(section, LONG_TERM_TAIL_LABEL, BUDGET)
+
+    def _truncated(self, note: NoteItem, *, available: int) -> NoteItem | None:
+        """The longest head of the note (cut at a line or word boundary when that keeps most of
+        it) that fits in `available` tokens with its "[truncated]" marker, or None."""
+        if available < MIN_TRUNCATED_NOTE_TOKENS:
+            return None
+        text = note.content.strip()
+
+        def head(length: int) -> NoteItem:
+            return replace(note, content=f"{text[:length].rstrip()}\n{render.TRUNCATED_MARKER}")
+
+        def fits(length: int) -> bool:
+            return self.count(render.note_piece(head(length))) <= available
+
+        # A token is rarely longer than 64 characters, so this bounds what gets counted.
+        low, high = 0, min(len(text), available * 64)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if fits(middle):
+                low = middle
+            else:
+                high = middle - 1
+        if low == 0:
+            return None
+        for boundary in ("\n", " "):
+            at = text.rfind(boundary, 0, low + 1)
+            if at >= low // 2 and at > 0 and fits(at):
+                return head(at)
+        return head(low) if fits(low) else None
+
+    # -- the result --------------------------------------------------------------------------
+
+    def result(self) -> AssembledContext:
+        included_anything = bool(self.claims)
+        frame_tokens = self.frame_charge if included_anything else 0
+        reports: list[SectionReport] = []
+        for name, section in self.sections.items():
+            if name == "frame":
+                dropped = [] if self.frame_fits else [("hints", BUDGET)]
+                reports.append(
+                    SectionReport(
+                        name="frame",
+                        tokens=frame_tokens,
+                        included=["hints"] if included_anything else [],
+                        dropped=dropped,
+                    )
+                )
+                continue
+            labels = [entry.label for entry in section.entries]
+            reports.append(
+                SectionReport(
+                    name=name,
+                    tokens=section.tokens,
+                    # Messages are claimed newest first but output oldest first.
+                    included=labels[::-1] if name == "messages" else labels,
+                    dropped=list(section.dropped),
+                )
+            )
+
+        def items(name: str) -> list[Item]:
+            return [entry.item for entry in self.sections[name].entries]
+
+        long_term = [n for n in items("long_term_note") if isinstance(n, NoteItem)]
+        today = [n for n in items("today_note") if isinstance(n, NoteItem)]
+        summary = [s for s in items("summary") if isinstance(s, SummaryItem)]
+        messages = [m for m in items("messages") if isinstance(m, MessageItem)]
+        return AssembledContext(
+            sections=reports,
+            total_tokens=sum(report.tokens for report in reports),
+            max_tokens=self.max_tokens,
+            memories=[m for m in items("memories") if isinstance(m, MemoryItem)],
+            facts=[f for f in items("facts") if isinstance(f, FactItem)],
+            long_term_note=long_term[0] if long_term else None,
+            today_note=today[0] if today else None,
+            recent_notes=[n for n in items("recent_notes") if isinstance(n, NoteItem)],
+            summary=summary[0] if summary else None,
+            messages=messages[::-1],  # claimed newest first, output oldest first
+        )
+
+    def drop_last_claim(self) -> None:
+        section, entry = self.claims[-1]
+        self._remove(section, entry, BUDGET)
+
+
+def assemble_context(
+    *, inputs: ContextInputs, budget: Budget, count_tokens: Callable[[str], int]
+) -> AssembledContext:
+    """Choose what goes into the context, within `budget`; see the module docstring."""
+    assembler = _Assembler(inputs=inputs, budget=budget, count=count_tokens)
+    truncated = assembler.messages()
+    assembler.summary(truncated=truncated)
+    assembler.memories()
+    assembler.facts()
+    assembler.notes()
+    while True:
+        context = assembler.result()
+        markdown_tokens = count_tokens(render_markdown(context))
+        messages_tokens = messages_token_count(render_messages(context), count_tokens)
+        if max(markdown_tokens, messages_tokens) <= assembler.max_tokens or not assembler.claims:
+            return replace(
+                context, markdown_tokens=markdown_tokens, messages_tokens=messages_tokens
+            )
+        # The tokenizer was not additive at some seam: give back the last thing claimed.
+        assembler.drop_last_claim()

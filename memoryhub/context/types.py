@@ -1,0 +1,103 @@
+"""The inputs and the result of context assembly: plain frozen dataclasses, no Django.
+
+Selectors gather these from the database; `assemble_context` turns them into an `AssembledContext`
+without touching the database, so it can be tested (and reasoned about) as a pure function.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    key: str
+    content: str
+    pinned: bool = False
+    tenant_wide: bool = False
+
+
+@dataclass(frozen=True)
+class FactItem:
+    id: int
+    content: str
+    score: float
+
+
+@dataclass(frozen=True)
+class NoteItem:
+    day: datetime.date | None  # None is the long-term note
+    content: str
+
+
+@dataclass(frozen=True)
+class SummaryItem:
+    text: str
+    through_seq: int
+
+
+@dataclass(frozen=True)
+class MessageItem:
+    seq: int
+    role: str
+    content: str
+    name: str = ""
+    tool_call_id: str = ""
+    tool_calls: list[dict[str, Any]] | None = None
+    token_count: int | None = None
+
+
+@dataclass(frozen=True)
+class ContextInputs:
+    today: datetime.date
+    tenant_memories: Sequence[MemoryItem] = ()
+    user_memories: Sequence[MemoryItem] = ()
+    facts: Sequence[FactItem] = ()  # already ranked, best first
+    long_term_note: NoteItem | None = None
+    today_note: NoteItem | None = None
+    recent_notes: Sequence[NoteItem] = ()  # newest first, excluding today
+    summary: SummaryItem | None = None
+    # The most recent messages, OLDEST FIRST (seq ascending), at most max_messages of them.
+    messages: Sequence[MessageItem] = ()
+    # True when the session has messages older than the first one passed in.
+    earlier_messages_exist: bool = False
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_tokens: int = 4000
+    max_messages: int = 20
+    max_memories: int = 50
+
+
+@dataclass(frozen=True)
+class SectionReport:
+    name: str
+    tokens: int
+    included: list[str]  # item labels, in output order
+    dropped: list[tuple[str, str]]  # (label, reason), e.g. ("memory:diet", "budget")
+
+
+@dataclass(frozen=True)
+class AssembledContext:
+    """The included items, in output order, and a report of what was left out and why.
+
+    `total_tokens` is the budget charged (the sum of the sections' tokens); `markdown_tokens` and
+    `messages_tokens` are exact counts of the two renderings. All three are at most `max_tokens`.
+    """
+
+    sections: list[SectionReport]
+    total_tokens: int
+    max_tokens: int
+    memories: list[MemoryItem]
+    facts: list[FactItem]
+    long_term_note: NoteItem | None
+    today_note: NoteItem | None
+    recent_notes: list[NoteItem]
+    summary: SummaryItem | None
+    messages: list[MessageItem]
+    markdown_tokens: int = 0
+    messages_tokens: int = 0
