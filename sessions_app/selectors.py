@@ -133,7 +133,9 @@ def message_search(
     """
     candidates = Message.objects.for_tenant(tenant)
     if user_id is not None:
-        candidates = candidates.filter(session__end_user__external_id=user_id)
+        candidates = candidates.filter(
+            session__end_user__tenant=tenant, session__end_user__external_id=user_id
+        )
     if session_id is not None:
         candidates = candidates.filter(session_id=session_id)
     if role is not None:

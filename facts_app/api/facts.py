@@ -268,11 +268,13 @@ class FactSearchView(TenantScopedAPIView):
             )
         except EmptySearchQuery as error:
             raise serializers.ValidationError({"q": [str(error)]}, code="empty_query") from None
+        # One many=True serializer: DRF builds a serializer's fields per instance otherwise.
+        facts = FactOutputSerializer([hit.fact for hit in hits], many=True).data
         return Response(
             {
                 "results": [
-                    {"score": hit.score, "fact": FactOutputSerializer(hit.fact).data}
-                    for hit in hits
+                    {"score": hit.score, "fact": fact}
+                    for hit, fact in zip(hits, facts, strict=True)
                 ]
             }
         )

@@ -16,7 +16,9 @@ from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.jsonfilters import filter_json_list_contains_all
 from memoryhub.core.search import FullTextRanker, Ranker
 
-FACT_RANKER: Ranker = FullTextRanker(column="search_text", fts_table="facts_app_fact_fts")
+FACT_RANKER: Ranker = FullTextRanker(
+    column="search_text", fts_table="facts_app_fact_fts", pg_vector_column="search_vector"
+)
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,9 @@ def fact_list_for_tenant(*, tenant: Tenant, filters: FactFilters) -> QuerySet[Fa
     """The tenant's facts narrowed by `filters`; superseded or expired ones only on request."""
     facts: QuerySet[Fact] = Fact.objects.for_tenant(tenant).select_related("end_user")
     if filters.user_id is not None:
-        facts = facts.filter(end_user__external_id=filters.user_id)
+        # Naming the person's tenant too lets PostgreSQL use the (tenant, external_id) index;
+        # without it the join scans every tenant's end users.
+        facts = facts.filter(end_user__tenant=tenant, end_user__external_id=filters.user_id)
     facts = filter_json_list_contains_all(facts, field="tags", values=list(filters.tags))
     for position, (key, value) in enumerate(filters.metadata):
         alias = f"_metadata_{position}"
