@@ -70,14 +70,17 @@ class Ranker(Protocol):
 class FullTextRanker:
     """Ranks rows of one model by one text column.
 
-    PostgreSQL: `to_tsvector('english', column) @@ to_tsquery(...)`, scored by `ts_rank_cd`; the
-    migration creates a GIN index on exactly that expression.
+    PostgreSQL: `to_tsvector('english', column) @@ to_tsquery(...)`, scored by `ts_rank_cd`, over
+    a GIN index on that expression — or over a stored tsvector column (`pg_vector_column`).
     SQLite: an FTS5 table (`fts_table`, external content, rowid = the model's integer pk) kept in
     step by triggers, matched with MATCH and scored by `bm25()` (negated: lower is better there).
     """
 
     column: str
     fts_table: str
+    # PostgreSQL: a stored tsvector column of the same text, if the table has one (it saves
+    # running to_tsvector on every candidate row).
+    pg_vector_column: str | None = None
 
     def rank(self, *, query: str, candidates: QuerySet[Any], limit: int) -> list[ScoredId]:
         terms = search_terms(query)
@@ -88,7 +91,11 @@ class FullTextRanker:
         if connection.vendor == "postgresql":
             # Terms are letters and digits only, so joining them with | cannot form other syntax.
             tsquery = " | ".join(terms)
-            vector = f"to_tsvector('english'::regconfig, {table}.{quote(self.column)})"
+            vector = (
+                f"{table}.{quote(self.pg_vector_column)}"
+                if self.pg_vector_column
+                else f"to_tsvector('english'::regconfig, {table}.{quote(self.column)})"
+            )
             tsq = "to_tsquery('english'::regconfig, %s)"
             match = RawSQL(f"{vector} @@ {tsq}", [tsquery], output_field=BooleanField())
             score = RawSQL(f"ts_rank_cd({vector}, {tsq})", [tsquery], output_field=FloatField())
