@@ -117,6 +117,9 @@ class FactFilterQuerySerializer(serializers.Serializer[Any]):
     )
     created_after = serializers.DateTimeField(required=False)
     created_before = serializers.DateTimeField(required=False)
+    valid_at = serializers.DateTimeField(
+        required=False, help_text="Facts as they stood then (created, not yet expired/superseded)."
+    )
     include_superseded = serializers.BooleanField(required=False, default=False)
 
     def to_filters(self) -> FactFilters:
@@ -127,6 +130,7 @@ class FactFilterQuerySerializer(serializers.Serializer[Any]):
             metadata=tuple(_key_value(item) for item in data.get("metadata", [])),
             created_after=data.get("created_after"),
             created_before=data.get("created_before"),
+            valid_at=data.get("valid_at"),
             include_superseded=data["include_superseded"],
         )
 

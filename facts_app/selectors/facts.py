@@ -28,6 +28,8 @@ class FactFilters:
     metadata: tuple[tuple[str, str], ...] = ()
     created_after: dt.datetime | None = None
     created_before: dt.datetime | None = None
+    # Facts as they stood at that moment: created by then, not yet expired or superseded.
+    valid_at: dt.datetime | None = None
     include_superseded: bool = False
 
 
@@ -60,7 +62,12 @@ def fact_list_for_tenant(*, tenant: Tenant, filters: FactFilters) -> QuerySet[Fa
         facts = facts.filter(created_at__gte=filters.created_after)
     if filters.created_before is not None:
         facts = facts.filter(created_at__lt=filters.created_before)
-    if not filters.include_superseded:
+    if filters.valid_at is not None:
+        # Superseding sets valid_until, so this also finds what was true before a correction.
+        facts = facts.filter(created_at__lte=filters.valid_at).filter(
+            Q(valid_until__isnull=True) | Q(valid_until__gt=filters.valid_at)
+        )
+    elif not filters.include_superseded:
         facts = facts.filter(superseded_by__isnull=True).filter(
             Q(valid_until__isnull=True) | Q(valid_until__gt=timezone.now())
         )

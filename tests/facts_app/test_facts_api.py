@@ -54,6 +54,21 @@ def test_a_superseding_fact_hides_the_old_one_from_search_unless_asked(api):
     assert api.get(f"{FACTS}{old['id']}/").json()["superseded_by"] == new["id"]
 
 
+def test_valid_at_finds_what_was_true_at_that_moment(api):
+    old = post(api, "Works as a nurse").json()
+    new = post(api, "Works as a doctor now", supersedes=old["id"]).json()
+    corrected_at = api.get(f"{FACTS}{old['id']}/").json()["valid_until"]
+    before = old["created_at"]
+
+    then = api.get(SEARCH, {"q": "works", "user_id": USER, "valid_at": before}).json()["results"]
+    now = api.get(SEARCH, {"q": "works", "user_id": USER, "valid_at": corrected_at}).json()[
+        "results"
+    ]
+
+    assert [hit["fact"]["id"] for hit in then] == [old["id"]]
+    assert [hit["fact"]["id"] for hit in now] == [new["id"]]
+
+
 def test_search_filters_by_tag_metadata_and_dates(api):
     post(api, "Prefers trains over planes", tags=["travel", "prefs"], metadata={"source": "chat"})
     post(api, "Prefers window seats", tags=["travel"], metadata={"source": "import"})
