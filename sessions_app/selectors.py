@@ -10,7 +10,7 @@ from django.db.models import F, QuerySet
 from memoryhub.accounts.models import Tenant
 from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.search import FullTextRanker, Ranker
-from sessions_app.models import Message, Session, StateEntry
+from sessions_app.models import Message, Session, StateEntry, Summary
 
 
 def session_list_for_tenant(*, tenant: Tenant) -> QuerySet[Session]:
@@ -108,6 +108,16 @@ def state_get_for_session(*, session: Session, key: str) -> StateEntry:
     return entry
 
 
+def summary_current(*, tenant_id: int, session_id: uuid.UUID) -> Summary | None:
+    """The session's newest summary (highest through_seq), or None: one probe of the unique
+    (session, through_seq) index."""
+    return (
+        Summary.objects.filter(tenant_id=tenant_id, session_id=session_id)
+        .order_by("-through_seq")
+        .first()
+    )
+
+
 MESSAGE_RANKER: Ranker = FullTextRanker(column="content", fts_table="sessions_app_message_fts")
 
 
@@ -141,7 +151,7 @@ def message_search(
     if role is not None:
         candidates = candidates.filter(role=role)
     scored = ranker.rank(query=query, candidates=candidates, limit=top_k)
-    by_id = Message.objects.in_bulk([item.id for item in scored])
+    by_id = Message.objects.for_tenant(tenant).in_bulk([item.id for item in scored])
     return [
         MessageHit(message=by_id[item.id], score=item.score) for item in scored if item.id in by_id
     ]

@@ -91,7 +91,11 @@ def fact_search(
     """The `top_k` facts most relevant to `query`, best first. Raises EmptySearchQuery."""
     candidates = fact_list_for_tenant(tenant=tenant, filters=filters)
     scored = ranker.rank(query=query, candidates=candidates, limit=top_k)
-    by_id = Fact.objects.select_related("end_user").in_bulk([item.id for item in scored])
+    by_id = (
+        Fact.objects.for_tenant(tenant)
+        .select_related("end_user")
+        .in_bulk([item.id for item in scored])
+    )
     return [
         ScoredFact(fact=by_id[item.id], score=item.score) for item in scored if item.id in by_id
     ]
