@@ -230,6 +230,19 @@ LLM_TIMEOUT_SECONDS: float = env.float("LLM_TIMEOUT_SECONDS", default=30.0)
 if LLM_TIMEOUT_SECONDS <= 0:
     raise ImproperlyConfigured(f"LLM_TIMEOUT_SECONDS must be positive, not {LLM_TIMEOUT_SECONDS}.")
 
+# --- Summaries ----------------------------------------------------------------------------------
+# A session whose unsummarized history passes the threshold gets its older messages folded into
+# the next incremental summary; the newest KEEP_RECENT messages always stay verbatim.
+SUMMARY_THRESHOLD_TOKENS: int = env.int("MEMORYHUB_SUMMARY_THRESHOLD_TOKENS", default=8000)
+SUMMARY_KEEP_RECENT: int = env.int("MEMORYHUB_SUMMARY_KEEP_RECENT", default=10)
+# How often the beat sweep looks for sessions over the threshold whose task was lost.
+SUMMARY_SWEEP_SECONDS: int = env.int("MEMORYHUB_SUMMARY_SWEEP_SECONDS", default=300)
+if SUMMARY_THRESHOLD_TOKENS < 1 or SUMMARY_KEEP_RECENT < 0 or SUMMARY_SWEEP_SECONDS < 10:
+    raise ImproperlyConfigured(
+        "MEMORYHUB_SUMMARY_THRESHOLD_TOKENS must be positive, MEMORYHUB_SUMMARY_KEEP_RECENT "
+        "not negative and MEMORYHUB_SUMMARY_SWEEP_SECONDS at least 10."
+    )
+
 # --- Celery -------------------------------------------------------------------------------------
 REDIS_URL: str = env.str("REDIS_URL", default="")
 CELERY_DATA_DIR = Path(env.str("CELERY_DATA_DIR", default=str(BASE_DIR / ".celery")))
@@ -253,6 +266,14 @@ CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240
 CELERY_TASK_ALWAYS_EAGER: bool = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(CELERY_DATA_DIR / "celerybeat-schedule")
 CELERY_TIMEZONE = TIME_ZONE
+# Beat's schedule lives in code. `expires` drops a sweep still queued when the next one is due.
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
+    "summaries-sweep": {
+        "task": "sessions_app.tasks.summaries_sweep",
+        "schedule": float(SUMMARY_SWEEP_SECONDS),
+        "options": {"expires": SUMMARY_SWEEP_SECONDS * 0.9},
+    },
+}
 
 # --- Logging ------------------------------------------------------------------------------------
 LOG_LEVEL: str = env.str("LOG_LEVEL", default="INFO")

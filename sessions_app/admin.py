@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.http import HttpRequest
 
-from sessions_app.models import Message, Session, StateEntry
+from sessions_app.models import Message, Session, StateEntry, Summary
 
 
 class MessageInline(admin.TabularInline):
@@ -22,6 +23,17 @@ class StateEntryInline(admin.TabularInline):
     fields = ("key", "value", "position", "updated_at")
     readonly_fields = ("position", "updated_at")
     ordering = ("position",)
+
+
+class SummaryInline(admin.TabularInline):
+    model = Summary
+    extra = 0
+    fields = ("through_seq", "model", "token_count", "text", "created_at")
+    readonly_fields = fields
+    ordering = ("-through_seq",)
+    show_change_link = True
+    can_delete = False
+    max_num = 0
 
 
 @admin.register(Session)
@@ -49,10 +61,12 @@ class SessionAdmin(admin.ModelAdmin):
         "token_count",
         "last_seq",
         "state_clock",
+        "summarized_tokens",
+        "summary_requested_at",
     )
     raw_id_fields = ("end_user",)
     date_hierarchy = "last_active_at"
-    inlines = [StateEntryInline, MessageInline]
+    inlines = [StateEntryInline, SummaryInline, MessageInline]
 
 
 @admin.register(Message)
@@ -74,3 +88,18 @@ class StateEntryAdmin(admin.ModelAdmin):
     list_select_related = ("session", "tenant")
     raw_id_fields = ("session",)
     readonly_fields = ("tenant", "position", "updated_at")
+
+
+@admin.register(Summary)
+class SummaryAdmin(admin.ModelAdmin):
+    list_display = ("session", "through_seq", "model", "token_count", "created_at", "tenant")
+    list_filter = ("model", "tenant")
+    search_fields = ("text", "=session__id")
+    list_select_related = ("session", "tenant")
+    raw_id_fields = ("session",)
+    # Written by the summarization task (or PUT through the API); staff read them.
+    readonly_fields = ("tenant", "session", "through_seq", "token_count", "model", "created_at")
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # derived from a session's messages, or PUT through the API

@@ -47,6 +47,12 @@ class Session(TenantOwnedModel):
     last_seq = models.PositiveBigIntegerField(default=0)
     # Orders state entries for FIFO eviction; bumped under the same row lock.
     state_clock = models.PositiveBigIntegerField(default=0)
+    # Tokens of the messages the current summary covers: token_count - summarized_tokens is the
+    # unsummarized history, known to an append without summing over messages.
+    summarized_tokens = models.PositiveBigIntegerField(default=0)
+    # Set when a summarization task is enqueued, cleared when it finishes: one pending task per
+    # session. The beat sweep re-enqueues when it stays set for too long (a lost task).
+    summary_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -122,3 +128,38 @@ class StateEntry(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.key}"
+
+
+SUMMARY_MODEL_MAX_LENGTH = 200
+
+
+class Summary(TenantOwnedModel):
+    """One incremental summary of a session's older messages; the highest through_seq is current.
+
+    Unique on (session, through_seq): two workers folding the same range write one row.
+    """
+
+    OFFLINE_MODEL = "offline"
+    MANUAL_MODEL = "manual"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="summaries")
+    text = models.TextField(blank=True, default="")
+    through_seq = models.PositiveBigIntegerField(help_text="The last message seq it covers.")
+    token_count = models.PositiveIntegerField(default=0)
+    model = models.CharField(
+        max_length=SUMMARY_MODEL_MAX_LENGTH,
+        help_text='The LLM that wrote it, "offline" (extractive fallback) or "manual" (PUT).',
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "through_seq"], name="summary_unique_session_through_seq"
+            ),
+        ]
+        ordering = ("session", "-through_seq")
+        verbose_name_plural = "summaries"
+
+    def __str__(self) -> str:
+        return f"{self.session_id} through #{self.through_seq}"

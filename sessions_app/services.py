@@ -16,6 +16,7 @@ from memoryhub.core.errors import Conflict
 from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.tokens import count_tokens
 from sessions_app.models import Message, Session, StateEntry
+from sessions_app.summaries import summary_due, summary_request
 
 
 @dataclass(frozen=True)
@@ -177,9 +178,16 @@ def message_append_batch(
     tokens = sum(item.token_count or 0 for item in counted)
     now = timezone.now()
     with transaction.atomic():
-        first_seq = _claim_seqs(
+        claim = _claim_seqs(
             tenant=tenant, session_id=session_id, count=len(counted), tokens=tokens, now=now
         )
+        first_seq = claim.first_seq
+        if claim.summary_requested_at is None and summary_due(
+            token_count=claim.token_count, summarized_tokens=claim.summarized_tokens
+        ):
+            # The only extra query an append can make, once per summary: the threshold is
+            # known from the counters RETURNING handed back.
+            summary_request(session_id=session_id)
         return Message.objects.bulk_create(
             [
                 Message(
@@ -200,10 +208,19 @@ def message_append_batch(
         )
 
 
+@dataclass(frozen=True)
+class _Claim:
+    first_seq: int
+    token_count: int  # after this append
+    summarized_tokens: int
+    summary_requested_at: object  # only ever compared with None (raw, unconverted column)
+
+
 def _claim_seqs(
     *, tenant: Tenant, session_id: uuid.UUID, count: int, tokens: int, now: dt.datetime
-) -> int:
-    """Advance the session's counters by `count` messages and return the first seq claimed.
+) -> _Claim:
+    """Advance the session's counters by `count` messages and return the first seq claimed,
+    with the summary counters the threshold check needs.
 
     One `UPDATE … RETURNING` both takes the session's row lock — held until commit, so
     concurrent appends to one session queue here and seqs stay gapless — and hands out the
@@ -219,14 +236,20 @@ def _claim_seqs(
         f"UPDATE {quote(meta.db_table)} SET "  # noqa: S608 (identifiers from model metadata)
         "last_seq = last_seq + %s, message_count = message_count + %s, "
         "token_count = token_count + %s, last_active_at = %s, updated_at = %s "
-        "WHERE id = %s AND tenant_id = %s RETURNING last_seq"
+        "WHERE id = %s AND tenant_id = %s "
+        "RETURNING last_seq, token_count, summarized_tokens, summary_requested_at"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [count, count, tokens, prep_now, prep_now, prep_id, tenant.pk])
         row = cursor.fetchone()
     if row is None:
         raise ResourceNotFound("No such session.")
-    return int(row[0]) - count + 1
+    return _Claim(
+        first_seq=int(row[0]) - count + 1,
+        token_count=int(row[1]),
+        summarized_tokens=int(row[2]),
+        summary_requested_at=row[3],
+    )
 
 
 @transaction.atomic

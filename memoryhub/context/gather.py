@@ -19,10 +19,11 @@ from memoryhub.context.types import (
     MemoryItem,
     MessageItem,
     NoteItem,
+    SummaryItem,
 )
 from memoryhub.core.search import EmptySearchQuery
 from sessions_app.models import MessageRole, Session
-from sessions_app.selectors import message_page_for_tenant
+from sessions_app.selectors import message_page_for_tenant, summary_current
 
 FACTS_TOP_K = 10
 RECENT_NOTE_DAYS = 7
@@ -46,6 +47,10 @@ def context_inputs_for_session(
         )
         for message in page.messages
     ]
+    # The assembler uses it only when history is cut (by max_messages or by the budget, which
+    # only it knows), so any session with messages asks: one probe of a unique index.
+    current = summary_current(tenant_id=tenant.pk, session_id=session.pk) if page.messages else None
+    summary = SummaryItem(text=current.text, through_seq=current.through_seq) if current else None
     tenant_memories = [
         MemoryItem(key=memory.key, content=memory.content, pinned=memory.pinned, tenant_wide=True)
         for memory in memory_list(tenant=tenant, end_user=None)[: budget.max_memories]
@@ -55,6 +60,7 @@ def context_inputs_for_session(
         return ContextInputs(
             today=today,
             tenant_memories=tenant_memories,
+            summary=summary,
             messages=messages,
             earlier_messages_exist=page.has_more,
         )
@@ -97,6 +103,7 @@ def context_inputs_for_session(
         # A note dated tomorrow (a bot ahead of UTC) reads as today's.
         today_note=next((note for note in daily if note.day and note.day >= today), None),
         recent_notes=[note for note in daily if note.day and note.day < today],
+        summary=summary,
         messages=messages,
         earlier_messages_exist=page.has_more,
     )

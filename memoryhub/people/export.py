@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from facts_app.models import Fact, Note, UserMemory, UserMemoryVersion
 from memoryhub.accounts.models import EndUser
-from sessions_app.models import Message, Session, StateEntry
+from sessions_app.models import Message, Session, StateEntry, Summary
 
 EXPORT_FORMAT = "memoryhub.user-export"
 EXPORT_SCHEMA_VERSION = 1
@@ -54,6 +54,19 @@ def user_export_document(*, end_user: EndUser) -> dict[str, Any]:
         state_by_session[entry.session_id].append(
             {"key": entry.key, "value": entry.value, "updated_at": _iso(entry.updated_at)}
         )
+    summaries_by_session: dict[Any, list[dict[str, Any]]] = {pk: [] for pk in session_ids}
+    for summary in Summary.objects.filter(tenant_id=tenant_id, session_id__in=session_ids).order_by(
+        "session_id", "through_seq"
+    ):
+        summaries_by_session[summary.session_id].append(
+            {
+                "text": summary.text,
+                "through_seq": summary.through_seq,
+                "token_count": summary.token_count,
+                "model": summary.model,
+                "created_at": _iso(summary.created_at),
+            }
+        )
     memories = list(
         UserMemory.objects.filter(tenant_id=tenant_id, end_user=end_user).order_by("key")
     )
@@ -90,6 +103,7 @@ def user_export_document(*, end_user: EndUser) -> dict[str, Any]:
                 "last_active_at": _iso(session.last_active_at),
                 "messages": messages_by_session[session.pk],
                 "state": state_by_session[session.pk],
+                "summaries": summaries_by_session[session.pk],
             }
             for session in sessions
         ],

@@ -2,6 +2,7 @@ from django.urls import path
 
 from sessions_app.api import views
 from sessions_app.api.context import SessionContextView
+from sessions_app.api.summaries import SessionSummarizeView, SessionSummaryView
 
 session_list = views.SessionViewSet.as_view({"get": "list", "post": "create"})
 session_detail = views.SessionViewSet.as_view(
@@ -24,6 +25,16 @@ urlpatterns = [
         "sessions/<str:session_id>/context/",
         SessionContextView.as_view(),
         name="session-context",
+    ),
+    path(
+        "sessions/<str:session_id>/summary/",
+        SessionSummaryView.as_view(),
+        name="session-summary",
+    ),
+    path(
+        "sessions/<str:session_id>/summarize/",
+        SessionSummarizeView.as_view(),
+        name="session-summarize",
     ),
     path(
         "sessions/<str:session_id>/state/<str:key>/",

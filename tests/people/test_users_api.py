@@ -14,6 +14,7 @@ from memoryhub.people.export import EXPORT_FORMAT, EXPORT_SCHEMA_VERSION
 from sessions_app import services as session_services
 from sessions_app.models import Message, Session, StateEntry
 from sessions_app.services import MessageInput
+from sessions_app.summaries import summary_set
 from tests.conftest import client_for
 
 SACHI = "whatsapp:+4912345"
@@ -36,6 +37,7 @@ def remember_everything(tenant, user_id: str) -> EndUser:
     session_services.state_set(
         tenant=tenant, session_id=session.pk, key="working_memory", value={"a": 1}, cap=200
     )
+    summary_set(tenant=tenant, session_id=session.pk, text="The user likes peanuts.")
     end_user = end_user_get_or_create(tenant=tenant, external_id=user_id)
     memory_save(tenant=tenant, end_user=end_user, key="snack", content="peanuts")
     memory_save(tenant=tenant, end_user=end_user, key="snack", content="cashews")
@@ -120,6 +122,7 @@ def test_erasure_leaves_nothing_of_the_person_and_everything_of_others(tenant, m
         "notes": 2,
         "sessions": 1,
         "state_entries": 1,
+        "summaries": 1,
         "user_memories": 1,
         "user_memory_versions": 1,
     }
@@ -190,6 +193,7 @@ def test_export_holds_everything_in_a_versioned_document(api, tenant):
         "Noted",
     ]
     assert document["sessions"][0]["state"][0]["key"] == "working_memory"
+    assert document["sessions"][0]["summaries"][0]["text"] == "The user likes peanuts."
     assert document["memories"][0]["content"] == "cashews"
     assert document["memories"][0]["versions"][0]["content"] == "peanuts"
     assert [fact["content"] for fact in document["facts"]] == [f"{SACHI} likes peanuts"]

@@ -1,0 +1,102 @@
+"""`/sessions/{id}/summary/` (read or set the current summary) and `/summarize/` (force one)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import uuid as celery_task_id
+from django.db import transaction
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memoryhub.core.api import TenantScopedAPIView
+from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.fields import StrictCharField
+from memoryhub.core.limits import validate_text_size
+from sessions_app import selectors, summaries
+from sessions_app.api.views import NOT_FOUND, SESSION_ID_PARAMETER
+from sessions_app.models import Summary
+from sessions_app.tasks import summarize_session
+
+
+class SummaryOutputSerializer(serializers.ModelSerializer[Summary]):
+    class Meta:
+        model = Summary
+        fields = ("text", "through_seq", "token_count", "model", "created_at")
+        read_only_fields = fields
+
+
+class SummaryInputSerializer(serializers.Serializer[Any]):
+    text = StrictCharField(trim_whitespace=False)
+
+    def validate_text(self, value: str) -> str:
+        # A summary stands in for older messages: the same size limit as a note.
+        return validate_text_size(value, limit_name="NOTE_CONTENT_MAX_BYTES", what="text")
+
+
+class SummarizeOutputSerializer(serializers.Serializer[Any]):
+    task_id = serializers.CharField()
+
+
+class SessionSummaryView(TenantScopedAPIView):
+    @extend_schema(
+        operation_id="summary_get",
+        summary="Get the session's current summary (the one with the highest through_seq)",
+        parameters=[SESSION_ID_PARAMETER],
+        responses={
+            200: SummaryOutputSerializer,
+            404: OpenApiResponse(description="No such session, or it has no summary yet."),
+        },
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
+        summary = selectors.summary_current(tenant_id=self.tenant.pk, session_id=session.pk)
+        if summary is None:
+            raise ResourceNotFound("This session has no summary yet.")
+        return Response(SummaryOutputSerializer(summary).data)
+
+    @extend_schema(
+        operation_id="summary_set",
+        summary="Set the summary by hand; it covers every message so far",
+        description=(
+            "The new summary's through_seq is the session's last seq. Setting it again before "
+            "anything is appended replaces that summary's text."
+        ),
+        parameters=[SESSION_ID_PARAMETER],
+        request=SummaryInputSerializer,
+        responses={200: SummaryOutputSerializer, 404: NOT_FOUND},
+    )
+    def put(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
+        data = SummaryInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        summary = summaries.summary_set(
+            tenant=self.tenant, session_id=session.pk, text=data.validated_data["text"]
+        )
+        return Response(SummaryOutputSerializer(summary).data)
+
+
+class SessionSummarizeView(TenantScopedAPIView):
+    @extend_schema(
+        operation_id="summary_force",
+        summary="Summarize now, whatever the threshold (runs in the background)",
+        description=(
+            "Folds every message except the newest few into the next summary. Poll "
+            "`GET …/summary/` for the result; with nothing new to fold, the summary stays as it is."
+        ),
+        parameters=[SESSION_ID_PARAMETER],
+        request=None,
+        responses={202: SummarizeOutputSerializer, 404: NOT_FOUND},
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
+        task_id = celery_task_id()
+        # After commit, like every enqueue; the id is chosen here so the answer can carry it.
+        transaction.on_commit(
+            lambda: summarize_session.apply_async(
+                args=(str(session.pk),), kwargs={"force": True}, task_id=task_id
+            )
+        )
+        return Response({"task_id": task_id}, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,277 @@
+"""Incremental session summaries: when to ask for one, how to write one, and setting one by hand.
+
+The unsummarized history is `Session.token_count - Session.summarized_tokens`, two counters an
+append already touches, so deciding "over the threshold" never sums over messages. A summary
+folds every message after the current summary's through_seq except the newest KEEP_RECENT into
+previous summary + newer messages -> new text. The LLM call happens outside any transaction; only
+the insert of the finished row (unique on session + through_seq) takes the session's row lock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from memoryhub.accounts.models import Tenant
+from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.tokens import count_tokens
+from memoryhub.llm import ChatMessage, Completion
+from memoryhub.llm.client import get_llm_client
+from memoryhub.llm.models import LLM_MODEL_NAME_MAX_LENGTH
+from memoryhub.llm.offline import offline_summary
+from memoryhub.llm.prompts import summarize
+from memoryhub.llm.usage import llm_usage_record
+from sessions_app.models import Message, Session, Summary
+from sessions_app.selectors import summary_current
+
+logger = logging.getLogger(__name__)
+
+# One run folds at most this much; a longer backlog takes several runs (each re-requests the
+# next), so neither the read nor the prompt grows with the history.
+FOLD_MAX_MESSAGES = 1000
+FOLD_MAX_TOKENS = 32_000
+SUMMARY_MAX_TOKENS = 600
+# A request older than this with no summary since is taken as a lost task by the sweep.
+REQUEST_STALE_AFTER = dt.timedelta(minutes=15)
+SWEEP_BATCH = 500
+
+
+def summary_threshold() -> int:
+    return int(settings.SUMMARY_THRESHOLD_TOKENS)
+
+
+def summary_due(*, token_count: int, summarized_tokens: int) -> bool:
+    """Whether unsummarized history has passed the threshold (strictly more than it)."""
+    return token_count - summarized_tokens > summary_threshold()
+
+
+def summary_request(*, session_id: uuid.UUID, stale_before: dt.datetime | None = None) -> bool:
+    """Mark a summarization as requested unless one already is, and enqueue it after commit.
+
+    Only the caller whose conditional UPDATE changed the row enqueues, so concurrent appends
+    crossing the threshold together start one task. `stale_before` (the sweep) also takes over
+    requests older than that: their task was lost.
+    """
+    pending = Q(summary_requested_at__isnull=True)
+    if stale_before is not None:
+        pending |= Q(summary_requested_at__lt=stale_before)
+    claimed = (
+        Session.objects.filter(pk=session_id)
+        .filter(pending)
+        .update(summary_requested_at=timezone.now())
+    )
+    if not claimed:
+        return False
+    transaction.on_commit(lambda: _enqueue(session_id=session_id), robust=True)
+    return True
+
+
+def _enqueue(*, session_id: uuid.UUID) -> None:
+    from sessions_app.tasks import summarize_session  # the task module imports this one
+
+    summarize_session.delay(str(session_id))
+
+
+def summary_request_finish(*, session_id: uuid.UUID, retry_later: bool = False) -> None:
+    """The task is done with its request: clear it, and request again at once if appends that
+    arrived meanwhile (and saw the request still set) left the session over the threshold.
+
+    `retry_later` (a permanent failure) re-stamps the request instead, so the next attempt is
+    the sweep's, after REQUEST_STALE_AFTER, rather than every following append's.
+    """
+    now = timezone.now()
+    if retry_later:
+        Session.objects.filter(pk=session_id).update(summary_requested_at=now)
+        return
+    Session.objects.filter(pk=session_id).update(summary_requested_at=None)
+    due = Session.objects.filter(
+        pk=session_id,
+        token_count__gt=F("summarized_tokens") + summary_threshold(),
+    ).exists()
+    if due:
+        summary_request(session_id=session_id)
+
+
+def summaries_sweep(*, now: dt.datetime | None = None, batch: int = SWEEP_BATCH) -> int:
+    """Enqueue summarization for sessions over the threshold with no live request: never asked
+    (an enqueue lost after commit) or asked long ago (a task lost in a worker). Returns how many.
+
+    Scans sessions, not messages, most recently active first, at most `batch` per run.
+    """
+    now = now or timezone.now()
+    stale_before = now - REQUEST_STALE_AFTER
+    candidates = list(
+        Session.objects.filter(token_count__gt=F("summarized_tokens") + summary_threshold())
+        .filter(Q(summary_requested_at__isnull=True) | Q(summary_requested_at__lt=stale_before))
+        .order_by("-last_active_at")
+        .values_list("pk", flat=True)[:batch]
+    )
+    enqueued = sum(
+        summary_request(session_id=session_id, stale_before=stale_before)
+        for session_id in candidates
+    )
+    if enqueued:
+        logger.info("summaries sweep: enqueued %d session(s)", enqueued)
+    return enqueued
+
+
+@dataclass(frozen=True)
+class _Fold:
+    """What one run folds: the messages after the current summary, up to `through_seq`."""
+
+    previous: Summary | None
+    messages: list[Message]
+
+    @property
+    def through_seq(self) -> int:
+        return self.messages[-1].seq
+
+
+def _fold_for(*, session: Session, force: bool) -> _Fold | None:
+    if not force and not summary_due(
+        token_count=session.token_count, summarized_tokens=session.summarized_tokens
+    ):
+        return None
+    previous = summary_current(tenant_id=session.tenant_id, session_id=session.pk)
+    after = previous.through_seq if previous else 0
+    upto = session.last_seq - int(settings.SUMMARY_KEEP_RECENT)
+    if upto <= after:
+        return None
+    rows = list(
+        Message.objects.filter(
+            tenant_id=session.tenant_id, session_id=session.pk, seq__gt=after, seq__lte=upto
+        )
+        .order_by("seq")
+        .only("seq", "role", "content", "token_count")[:FOLD_MAX_MESSAGES]
+    )
+    folded: list[Message] = []
+    tokens = 0
+    for row in rows:
+        if folded and tokens + row.token_count > FOLD_MAX_TOKENS:
+            break
+        folded.append(row)
+        tokens += row.token_count
+    return _Fold(previous=previous, messages=folded) if folded else None
+
+
+def session_summarize(*, session_id: uuid.UUID, force: bool = False) -> Summary | None:
+    """Write the session's next summary, or return None when there is nothing to do: the
+    session is gone, under the threshold (unless `force`), or has no messages to fold beyond
+    the newest KEEP_RECENT.
+
+    Call it outside a transaction: the LLM call can take seconds. LLMTransientError and
+    LLMPermanentError propagate and leave the session exactly as it was. Idempotent: when
+    another worker wrote the same range (or a newer summary) meanwhile, that row is returned.
+    """
+    session = (
+        Session.objects.filter(pk=session_id)
+        .only("tenant_id", "token_count", "summarized_tokens", "last_seq")
+        .first()
+    )
+    if session is None:
+        return None
+    fold = _fold_for(session=session, force=force)
+    if fold is None:
+        return None
+    previous_text = fold.previous.text if fold.previous else ""
+    chat = [ChatMessage(role=m.role, content=m.content) for m in fold.messages]
+    client = get_llm_client()
+    completion: Completion | None = None
+    if client is None:
+        text = offline_summary(
+            previous_summary=previous_text, messages=chat, max_tokens=SUMMARY_MAX_TOKENS
+        )
+        model = Summary.OFFLINE_MODEL
+    else:
+        completion = summarize(
+            client=client,
+            previous_summary=previous_text,
+            messages=chat,
+            max_tokens=SUMMARY_MAX_TOKENS,
+        )
+        text, model = completion.text, completion.model[:LLM_MODEL_NAME_MAX_LENGTH]
+    summary = _summary_store(session=session, fold=fold, text=text, model=model)
+    if completion is not None:
+        # The call was made (and paid for) even when another worker's row won.
+        llm_usage_record(tenant_id=session.tenant_id, completion=completion, purpose="summary")
+    return summary
+
+
+def _summary_store(*, session: Session, fold: _Fold, text: str, model: str) -> Summary | None:
+    """Insert the summary and advance summarized_tokens, under the session's row lock."""
+    with transaction.atomic():
+        locked = (
+            Session.objects.select_for_update()
+            .filter(pk=session.pk)
+            .only("tenant_id", "summarized_tokens")
+            .first()
+        )
+        if locked is None:
+            return None  # deleted while the LLM was thinking
+        newest = summary_current(tenant_id=session.tenant_id, session_id=session.pk)
+        if newest is not None and newest.through_seq >= fold.through_seq:
+            return newest  # another worker (or a PUT) got here first
+        # Count only what the newest summary does not cover yet: if one was written since we
+        # read, part of our range is already in summarized_tokens.
+        covered = newest.through_seq if newest else 0
+        added = sum(m.token_count for m in fold.messages if m.seq > covered)
+        try:
+            with transaction.atomic():
+                summary = Summary.objects.create(
+                    tenant_id=session.tenant_id,
+                    session_id=session.pk,
+                    text=text,
+                    through_seq=fold.through_seq,
+                    token_count=count_tokens(text),
+                    model=model,
+                )
+        except IntegrityError:
+            return Summary.objects.get(session_id=session.pk, through_seq=fold.through_seq)
+        Session.objects.filter(pk=session.pk).update(
+            summarized_tokens=F("summarized_tokens") + added
+        )
+    return summary
+
+
+@transaction.atomic
+def summary_set(*, tenant: Tenant, session_id: uuid.UUID, text: str) -> Summary:
+    """Set the summary by hand: it covers everything up to the session's last message.
+
+    PUT semantics: when the current summary already ends at last_seq (nothing appended since),
+    its text is replaced rather than refused, so repeating a PUT is harmless.
+    """
+    session = (
+        Session.objects.select_for_update()
+        .filter(tenant=tenant, pk=session_id)
+        .only("tenant_id", "last_seq", "token_count")
+        .first()
+    )
+    if session is None:
+        raise ResourceNotFound("No such session.")
+    summary, _ = Summary.objects.update_or_create(
+        session=session,
+        through_seq=session.last_seq,
+        defaults={
+            "text": text,
+            "token_count": count_tokens(text),
+            "model": Summary.MANUAL_MODEL,
+            "created_at": timezone.now(),
+        },
+        create_defaults={
+            "tenant": tenant,
+            "text": text,
+            "token_count": count_tokens(text),
+            "model": Summary.MANUAL_MODEL,
+        },
+    )
+    # A later summary can only exist if seqs went backwards, which they never do; so this one
+    # is current and everything appended so far counts as summarized.
+    Session.objects.filter(pk=session.pk).update(summarized_tokens=session.token_count)
+    return summary

@@ -1,0 +1,63 @@
+"""Celery tasks of conversation memory: thin wrappers over sessions_app.summaries."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from celery import Task, shared_task
+from django.conf import settings
+
+from memoryhub.llm import LLMPermanentError, LLMTransientError
+from sessions_app import summaries
+
+logger = logging.getLogger(__name__)
+
+SUMMARIZE_MAX_RETRIES = 5
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(LLMTransientError,),
+    retry_backoff=True,
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=SUMMARIZE_MAX_RETRIES,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+)
+def summarize_session(self: Task, session_id: str, force: bool = False) -> int | None:
+    """Fold a session's older messages into its next summary; returns the summary's through_seq.
+
+    Idempotent by construction: the range is derived from the current summary, and the row is
+    unique on (session, through_seq), so a redelivered or duplicated task writes nothing new.
+    Exits quietly when the session is gone. LLMTransientError (timeout, 5xx, 429) is retried with
+    backoff; a permanent error gives up and leaves the next attempt to the sweep.
+    """
+    try:
+        pk = uuid.UUID(session_id)
+    except ValueError:
+        logger.warning("summarize_session: not a session id: %r", session_id)
+        return None
+    try:
+        summary = summaries.session_summarize(session_id=pk, force=force)
+    except LLMTransientError:
+        if self.request.retries >= (self.max_retries or 0):
+            # Out of retries: the request stays set, so the sweep tries again once it is stale.
+            logger.warning("summarize_session %s: giving up after retries", session_id)
+        raise
+    except LLMPermanentError as error:
+        logger.warning("summarize_session %s: %s", session_id, error)
+        summaries.summary_request_finish(session_id=pk, retry_later=True)
+        raise
+    summaries.summary_request_finish(session_id=pk)
+    return summary.through_seq if summary is not None else None
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def summaries_sweep() -> int:
+    """Beat: re-enqueue summarization for sessions over the threshold whose task was lost.
+    Idempotent: each session is claimed by a conditional update before it is enqueued."""
+    return summaries.summaries_sweep()
