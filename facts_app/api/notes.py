@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from facts_app.models import Note
 from facts_app.selectors import notes as selectors
 from facts_app.services import notes as services
-from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, EndUser
+from memoryhub.accounts.models import EndUser
 from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.api import LimitCursorPagination, TenantScopedAPIView
@@ -172,23 +172,11 @@ DAY_PARAMETER = OpenApiParameter(
 NOT_FOUND = OpenApiResponse(description="No such user (or note) for this API key's tenant.")
 
 
-def _user_id_is_storable(user_id: str) -> bool:
-    # PostgreSQL text cannot hold NUL, and the column has a maximum length: such an id can
-    # name no one, and must not reach the database as a query parameter (that would be a 500).
-    return 0 < len(user_id) <= END_USER_ID_MAX_LENGTH and "\x00" not in user_id
-
-
 def _existing_user(view: TenantScopedAPIView, user_id: str) -> EndUser:
-    if not _user_id_is_storable(user_id):
-        raise ResourceNotFound("No such user.")
     return end_user_get_for_tenant(tenant=view.tenant, external_id=user_id)
 
 
 def _user_for_write(view: TenantScopedAPIView, user_id: str) -> EndUser:
-    if not _user_id_is_storable(user_id):
-        raise exceptions.ValidationError(
-            {"user_id": [f"Must be 1-{END_USER_ID_MAX_LENGTH} characters without NUL."]}
-        )
     return end_user_get_or_create(tenant=view.tenant, external_id=user_id)
 
 

@@ -57,6 +57,12 @@ class Membership(models.Model):
 END_USER_ID_MAX_LENGTH = 255
 
 
+def end_user_id_is_storable(external_id: str) -> bool:
+    """PostgreSQL text cannot hold NUL and the column has a maximum length: such an id names no
+    one, and must never reach the database as a query parameter (that would be a 500)."""
+    return 0 < len(external_id) <= END_USER_ID_MAX_LENGTH and "\x00" not in external_id
+
+
 class EndUser(TenantOwnedModel):
     """A person a bot talks to, by the bot's own id string (`whatsapp:+4912…`, `tui:local`)."""
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from memoryhub.accounts.models import API_KEY_DISPLAY_PREFIX, ApiKey, EndUser, MemoryPolicy, Tenant
+from memoryhub.accounts.models import (
+    API_KEY_DISPLAY_PREFIX,
+    ApiKey,
+    EndUser,
+    MemoryPolicy,
+    Tenant,
+    end_user_id_is_storable,
+)
 from memoryhub.core.exceptions import ResourceNotFound
 
 
@@ -37,6 +44,8 @@ def api_key_for_secret(*, presented: str) -> ApiKey:
 
 def end_user_get_for_tenant(*, tenant: Tenant, external_id: str) -> EndUser:
     """The tenant's person with this id, or ResourceNotFound (also for another tenant's)."""
+    if not end_user_id_is_storable(external_id):
+        raise ResourceNotFound("No such user.")
     found = list(EndUser.objects.for_tenant(tenant).filter(external_id=external_id)[:1])
     if not found:
         raise ResourceNotFound("No such user.")

@@ -12,6 +12,7 @@ from django.utils import timezone
 from memoryhub.accounts.models import (
     API_KEY_DISPLAY_PREFIX,
     DEFAULT_API_KEY_SCOPES,
+    END_USER_ID_MAX_LENGTH,
     ActorType,
     ApiKey,
     ApiKeyScope,
@@ -20,7 +21,9 @@ from memoryhub.accounts.models import (
     EndUser,
     Tenant,
     User,
+    end_user_id_is_storable,
 )
+from memoryhub.core.exceptions import InvalidInput
 
 
 def audit_event_record(
@@ -52,6 +55,11 @@ def tenant_create(*, slug: str, name: str = "") -> Tenant:
 
 def end_user_get_or_create(*, tenant: Tenant, external_id: str) -> EndUser:
     """Safe under concurrency: two requests naming a new user at once both get the same row."""
+    if not end_user_id_is_storable(external_id):
+        raise InvalidInput(
+            field="user_id",
+            message=f"Must be 1-{END_USER_ID_MAX_LENGTH} characters without NUL.",
+        )
     try:
         with transaction.atomic():
             end_user, _ = EndUser.objects.get_or_create(tenant=tenant, external_id=external_id)

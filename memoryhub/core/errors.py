@@ -19,7 +19,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.exceptions import InvalidInput, ResourceNotFound
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         exc = PayloadTooLarge()
     elif isinstance(exc, ResourceNotFound):
         exc = Http404(str(exc))
+    elif isinstance(exc, InvalidInput):
+        exc = exceptions.ValidationError(
+            {exc.field: [exceptions.ErrorDetail(exc.message, exc.code)]}
+        )
     response = exception_handler(exc, context)
     if response is None:
         # Unexpected: let Django log it, but still answer in our shape rather than an HTML page.
