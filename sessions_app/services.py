@@ -10,8 +10,8 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from memoryhub.accounts.models import AuditAction, EndUser, Tenant
-from memoryhub.accounts.services import audit_event_record, end_user_get_or_create
+from memoryhub.accounts.models import EndUser, Tenant
+from memoryhub.accounts.services import audited_delete, end_user_get_or_create
 from memoryhub.core.errors import Conflict
 from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.tokens import count_tokens
@@ -136,26 +136,15 @@ def session_update(
 
 
 def session_delete(*, session: Session, actor: Actor) -> dict[str, int]:
-    """Delete a session with its messages and state; the counts go to the audit log."""
-    with transaction.atomic():
-        counts = {
-            "sessions": 1,
-            "messages": Message.objects.filter(session=session).count(),
-            "state_entries": StateEntry.objects.filter(session=session).count(),
-        }
-        session_id = str(session.pk)
-        tenant = session.tenant
-        session.delete()
-        audit_event_record(
-            tenant=tenant,
-            actor_type=actor.type,
-            actor=actor.name,
-            action=AuditAction.DELETE,
-            object_type="session",
-            object_id=session_id,
-            counts=counts,
-        )
-    return counts
+    """Delete a session with its messages, state and summaries; the counts go to the audit log."""
+    return audited_delete(
+        obj=session,
+        tenant=session.tenant,
+        actor_type=actor.type,
+        actor=actor.name,
+        object_type="session",
+        object_id=str(session.pk),
+    )
 
 
 def _lock_session(*, tenant: Tenant, session_id: uuid.UUID) -> Session:

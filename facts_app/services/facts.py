@@ -12,8 +12,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from facts_app.models import Fact
-from memoryhub.accounts.models import AuditAction, EndUser, Tenant
-from memoryhub.accounts.services import audit_event_record
+from memoryhub.accounts.models import EndUser, Tenant
+from memoryhub.accounts.services import audited_delete
 from memoryhub.core.errors import Conflict
 
 _SPACE = re.compile(r"\s+")
@@ -134,16 +134,11 @@ def fact_update(
 
 
 def fact_delete(*, fact: Fact, actor_type: str, actor: str) -> None:
-    with transaction.atomic():
-        fact_id = str(fact.pk)
-        tenant = fact.tenant
-        fact.delete()
-        audit_event_record(
-            tenant=tenant,
-            actor_type=actor_type,
-            actor=actor,
-            action=AuditAction.DELETE,
-            object_type="fact",
-            object_id=fact_id,
-            counts={"facts": 1},
-        )
+    audited_delete(
+        obj=fact,
+        tenant=fact.tenant,
+        actor_type=actor_type,
+        actor=actor,
+        object_type="fact",
+        object_id=str(fact.pk),
+    )

@@ -8,8 +8,8 @@ import uuid
 from django.db import IntegrityError, transaction
 
 from facts_app.models import UserMemory, UserMemoryVersion
-from memoryhub.accounts.models import AuditAction, EndUser, Tenant
-from memoryhub.accounts.services import audit_event_record
+from memoryhub.accounts.models import EndUser, Tenant
+from memoryhub.accounts.services import audited_delete
 
 
 def memory_save(
@@ -75,17 +75,13 @@ def memory_save(
 
 
 def memory_delete(*, memory: UserMemory, actor_type: str, actor: str) -> None:
-    with transaction.atomic():
-        versions = memory.versions.count()
-        tenant = memory.tenant
-        object_id = f"{memory.end_user.external_id if memory.end_user else '*'}:{memory.key}"
-        memory.delete()
-        audit_event_record(
-            tenant=tenant,
-            actor_type=actor_type,
-            actor=actor,
-            action=AuditAction.DELETE,
-            object_type="user_memory",
-            object_id=object_id,
-            counts={"user_memories": 1, "user_memory_versions": versions},
-        )
+    """Delete a memory and its earlier versions (audited)."""
+    owner = memory.end_user.external_id if memory.end_user else "*"
+    audited_delete(
+        obj=memory,
+        tenant=memory.tenant,
+        actor_type=actor_type,
+        actor=actor,
+        object_type="user_memory",
+        object_id=f"{owner}:{memory.key}",
+    )

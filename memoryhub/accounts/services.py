@@ -6,7 +6,8 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.apps import apps
+from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from memoryhub.accounts.models import (
@@ -132,3 +133,38 @@ def api_key_mark_used(*, api_key: ApiKey, resolution_seconds: int) -> None:
         return
     ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
     api_key.last_used_at = now
+
+
+def audited_delete(
+    *,
+    obj: models.Model,
+    tenant: Tenant,
+    actor_type: str,
+    actor: str,
+    object_type: str,
+    object_id: str,
+    action: str = AuditAction.DELETE,
+) -> dict[str, int]:
+    """Delete `obj` with everything that cascades from it, in one transaction, and write one
+    AuditEvent with the rows removed per kind ("messages", "state_entries", ...).
+
+    The counts are Django's own (the deletion collector), so a new table that cascades is
+    counted without anyone remembering to add it.
+    """
+    with transaction.atomic():
+        _, per_model = obj.delete()
+        counts = {
+            str(apps.get_model(label)._meta.verbose_name_plural).replace(" ", "_"): count
+            for label, count in sorted(per_model.items())
+            if count
+        }
+        audit_event_record(
+            tenant=tenant,
+            actor_type=actor_type,
+            actor=actor,
+            action=action,
+            object_type=object_type,
+            object_id=object_id,
+            counts=counts,
+        )
+    return counts

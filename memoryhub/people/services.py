@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.apps import apps
-from django.db import transaction
-
 from memoryhub.accounts.models import AuditAction, EndUser
-from memoryhub.accounts.services import audit_event_record
+from memoryhub.accounts.services import audit_event_record, audited_delete
 from memoryhub.people.export import user_export_document
 
 
@@ -16,30 +13,19 @@ def end_user_erase(*, end_user: EndUser, actor_type: str, actor: str) -> dict[st
     """Delete the person and everything that hangs off them, in one transaction.
 
     Every table that references a person does so with ON DELETE CASCADE (sessions -> messages,
-    state; memories -> versions; facts; notes), so Django's collector finds all of it and reports
-    counts per kind. The SQLite FTS rows go with their facts and messages through the delete
-    triggers; on PostgreSQL the GIN indexes follow the rows.
+    state, summaries; memories -> versions; facts; notes; stored idempotent responses), so
+    Django's collector finds all of it and counts it per kind. The SQLite FTS rows go with
+    their facts and messages through the delete triggers; on PostgreSQL the indexes follow.
     """
-    with transaction.atomic():
-        tenant = end_user.tenant
-        external_id = end_user.external_id
-        _, per_model = end_user.delete()
-        counts = {_kind(label): count for label, count in sorted(per_model.items()) if count}
-        audit_event_record(
-            tenant=tenant,
-            actor_type=actor_type,
-            actor=actor,
-            action=AuditAction.ERASE,
-            object_type="end_user",
-            object_id=external_id,
-            counts=counts,
-        )
-    return counts
-
-
-def _kind(model_label: str) -> str:
-    # "sessions_app.StateEntry" -> "state_entries", as the counts in responses and audit read.
-    return str(apps.get_model(model_label)._meta.verbose_name_plural).replace(" ", "_")
+    return audited_delete(
+        obj=end_user,
+        tenant=end_user.tenant,
+        actor_type=actor_type,
+        actor=actor,
+        action=AuditAction.ERASE,
+        object_type="end_user",
+        object_id=end_user.external_id,
+    )
 
 
 def end_user_export(*, end_user: EndUser, actor_type: str, actor: str) -> dict[str, Any]:
