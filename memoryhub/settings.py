@@ -273,6 +273,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": float(SUMMARY_SWEEP_SECONDS),
         "options": {"expires": SUMMARY_SWEEP_SECONDS * 0.9},
     },
+    "extraction-sweep": {
+        "task": "sessions_app.tasks.extraction_sweep",
+        "schedule": float(SUMMARY_SWEEP_SECONDS),
+        "options": {"expires": SUMMARY_SWEEP_SECONDS * 0.9},
+    },
 }
 
 # --- Logging ------------------------------------------------------------------------------------

@@ -53,6 +53,11 @@ class Session(TenantOwnedModel):
     # Set when a summarization task is enqueued, cleared when it finishes: one pending task per
     # session. The beat sweep re-enqueues when it stays set for too long (a lost task).
     summary_requested_at = models.DateTimeField(null=True, blank=True)
+    # Fact extraction's cursor: messages up to this seq have been read for facts. Advanced in
+    # the transaction that stores the facts, so a redelivered task finds nothing left to do.
+    extracted_seq = models.PositiveBigIntegerField(default=0)
+    # One pending extraction task per session, as summary_requested_at is for summaries.
+    extraction_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -11,11 +11,13 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memoryhub.accounts.models import EndUser, Tenant
+from memoryhub.accounts.selectors import memory_disabled_anywhere, memory_policy_for
 from memoryhub.accounts.services import audited_delete, end_user_get_or_create
 from memoryhub.core.errors import Conflict
 from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.tokens import count_tokens
-from sessions_app.models import Message, Session, StateEntry
+from sessions_app.extraction import extraction_enabled, extraction_request
+from sessions_app.models import Message, MessageRole, Session, StateEntry
 from sessions_app.summaries import summary_due, summary_request
 
 
@@ -156,13 +158,37 @@ def _lock_session(*, tenant: Tenant, session_id: uuid.UUID) -> Session:
     return session
 
 
+def memory_enabled_for_session(*, tenant: Tenant, session_id: uuid.UUID) -> bool:
+    """Whether the session's policy keeps memory; ResourceNotFound for another tenant's session.
+
+    Costs no query for a tenant whose policies all keep memory (the cached usual case), and
+    one indexed read of the session's agent otherwise.
+    """
+    if not memory_disabled_anywhere(tenant_id=tenant.pk):
+        return True
+    agent_id = (
+        Session.objects.for_tenant(tenant)
+        .filter(pk=session_id)
+        .values_list("agent_id", flat=True)
+        .first()
+    )
+    if agent_id is None:
+        raise ResourceNotFound("No such session.")
+    return memory_policy_for(tenant=tenant, agent_id=agent_id).memory_enabled
+
+
 def message_append_batch(
     *, tenant: Tenant, session_id: uuid.UUID, messages: list[MessageInput]
 ) -> list[Message]:
     """Append messages in order with gapless seqs; all or none are written.
 
-    Raises ResourceNotFound for a session that is not the tenant's.
+    Returns the stored messages, or [] when the session's memory policy is off: then nothing is
+    written and nothing fails (seed 004). Raises ResourceNotFound for a session that is not the
+    tenant's. Summarization and fact extraction are only requested here (a flag and, after
+    commit, an enqueue); the LLM is never on this path.
     """
+    if not memory_enabled_for_session(tenant=tenant, session_id=session_id):
+        return []
     counted = message_inputs_counted(messages=messages)
     tokens = sum(item.token_count or 0 for item in counted)
     now = timezone.now()
@@ -171,12 +197,22 @@ def message_append_batch(
             tenant=tenant, session_id=session_id, count=len(counted), tokens=tokens, now=now
         )
         first_seq = claim.first_seq
+        policy = memory_policy_for(tenant=tenant, agent_id=claim.agent_id)
         if claim.summary_requested_at is None and summary_due(
-            token_count=claim.token_count, summarized_tokens=claim.summarized_tokens
+            token_count=claim.token_count,
+            summarized_tokens=claim.summarized_tokens,
+            threshold=policy.summary_threshold_tokens,
         ):
-            # The only extra query an append can make, once per summary: the threshold is
-            # known from the counters RETURNING handed back.
+            # The only extra queries an append makes, once per summary or extraction: the
+            # thresholds are known from the counters RETURNING handed back.
             summary_request(session_id=session_id)
+        if (
+            claim.extraction_requested_at is None
+            and claim.has_end_user
+            and any(item.role == MessageRole.ASSISTANT for item in counted)
+            and extraction_enabled(policy=policy)
+        ):
+            extraction_request(session_id=session_id)
         return Message.objects.bulk_create(
             [
                 Message(
@@ -202,14 +238,18 @@ class _Claim:
     first_seq: int
     token_count: int  # after this append
     summarized_tokens: int
-    summary_requested_at: object  # only ever compared with None (raw, unconverted column)
+    agent_id: str
+    has_end_user: bool
+    # Raw, unconverted columns, only ever compared with None.
+    summary_requested_at: object
+    extraction_requested_at: object
 
 
 def _claim_seqs(
     *, tenant: Tenant, session_id: uuid.UUID, count: int, tokens: int, now: dt.datetime
 ) -> _Claim:
     """Advance the session's counters by `count` messages and return the first seq claimed,
-    with the summary counters the threshold check needs.
+    with what the summary and extraction checks need.
 
     One `UPDATE … RETURNING` both takes the session's row lock — held until commit, so
     concurrent appends to one session queue here and seqs stay gapless — and hands out the
@@ -226,7 +266,8 @@ def _claim_seqs(
         "last_seq = last_seq + %s, message_count = message_count + %s, "
         "token_count = token_count + %s, last_active_at = %s, updated_at = %s "
         "WHERE id = %s AND tenant_id = %s "
-        "RETURNING last_seq, token_count, summarized_tokens, summary_requested_at"
+        "RETURNING last_seq, token_count, summarized_tokens, agent_id, end_user_id, "
+        "summary_requested_at, extraction_requested_at"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [count, count, tokens, prep_now, prep_now, prep_id, tenant.pk])
@@ -237,19 +278,28 @@ def _claim_seqs(
         first_seq=int(row[0]) - count + 1,
         token_count=int(row[1]),
         summarized_tokens=int(row[2]),
-        summary_requested_at=row[3],
+        agent_id=str(row[3]),
+        has_end_user=row[4] is not None,
+        summary_requested_at=row[5],
+        extraction_requested_at=row[6],
     )
 
 
 @transaction.atomic
 def state_set(
-    *, tenant: Tenant, session_id: uuid.UUID, key: str, value: Any, cap: int
-) -> tuple[StateEntry, bool, list[str]]:
-    """Set a key (moving it to the end of the FIFO) and evict the oldest keys past `cap`.
+    *, tenant: Tenant, session_id: uuid.UUID, key: str, value: Any, cap: int | None = None
+) -> tuple[StateEntry | None, bool, list[str]]:
+    """Set a key (moving it to the end of the FIFO) and evict the oldest keys past the cap:
+    `cap`, else the state cap of the session's memory policy.
 
-    Returns the entry, whether it was created, and the keys evicted to make room.
+    Returns the entry, whether it was created, and the keys evicted to make room; the entry is
+    None when the session's memory policy is off (nothing written, nothing fails).
     """
     session = _lock_session(tenant=tenant, session_id=session_id)
+    policy = memory_policy_for(tenant=tenant, agent_id=session.agent_id)
+    if not policy.memory_enabled:
+        return None, False, []
+    cap = policy.state_cap if cap is None else cap
     position = session.state_clock + 1
     now = timezone.now()
     entry, created = StateEntry.objects.update_or_create(

@@ -13,13 +13,15 @@ import datetime as dt
 import logging
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from memoryhub.accounts.models import Tenant
+from memoryhub.accounts.models import MemoryPolicy, Tenant, default_summary_threshold_tokens
+from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.tokens import count_tokens
 from memoryhub.llm import ChatMessage, Completion
@@ -29,6 +31,7 @@ from memoryhub.llm.offline import offline_summary
 from memoryhub.llm.prompts import summarize
 from memoryhub.llm.usage import llm_usage_record
 from sessions_app.models import Message, Session, Summary
+from sessions_app.pending import pending_claim, pending_finish
 from sessions_app.selectors import summary_current
 
 logger = logging.getLogger(__name__)
@@ -43,34 +46,24 @@ REQUEST_STALE_AFTER = dt.timedelta(minutes=15)
 SWEEP_BATCH = 500
 
 
-def summary_threshold() -> int:
-    return int(settings.SUMMARY_THRESHOLD_TOKENS)
-
-
-def summary_due(*, token_count: int, summarized_tokens: int) -> bool:
+def summary_due(*, token_count: int, summarized_tokens: int, threshold: int) -> bool:
     """Whether unsummarized history has passed the threshold (strictly more than it)."""
-    return token_count - summarized_tokens > summary_threshold()
+    return token_count - summarized_tokens > threshold
+
+
+def _policy(*, session: Session) -> MemoryPolicy:
+    return memory_policy_for(tenant_id=session.tenant_id, agent_id=session.agent_id)
 
 
 def summary_request(*, session_id: uuid.UUID, stale_before: dt.datetime | None = None) -> bool:
-    """Mark a summarization as requested unless one already is, and enqueue it after commit.
-
-    Only the caller whose conditional UPDATE changed the row enqueues, so concurrent appends
-    crossing the threshold together start one task. `stale_before` (the sweep) also takes over
-    requests older than that: their task was lost.
-    """
-    pending = Q(summary_requested_at__isnull=True)
-    if stale_before is not None:
-        pending |= Q(summary_requested_at__lt=stale_before)
-    claimed = (
-        Session.objects.filter(pk=session_id)
-        .filter(pending)
-        .update(summary_requested_at=timezone.now())
+    """Mark a summarization as requested unless one already is, and enqueue it after commit
+    (sessions_app.pending: one pending task per session)."""
+    return pending_claim(
+        session_id=session_id,
+        field="summary_requested_at",
+        enqueue=lambda: _enqueue(session_id=session_id),
+        stale_before=stale_before,
     )
-    if not claimed:
-        return False
-    transaction.on_commit(lambda: _enqueue(session_id=session_id), robust=True)
-    return True
 
 
 def _enqueue(*, session_id: uuid.UUID) -> None:
@@ -86,16 +79,22 @@ def summary_request_finish(*, session_id: uuid.UUID, retry_later: bool = False) 
     `retry_later` (a permanent failure) re-stamps the request instead, so the next attempt is
     the sweep's, after REQUEST_STALE_AFTER, rather than every following append's.
     """
-    now = timezone.now()
+    pending_finish(session_id=session_id, field="summary_requested_at", retry_later=retry_later)
     if retry_later:
-        Session.objects.filter(pk=session_id).update(summary_requested_at=now)
         return
-    Session.objects.filter(pk=session_id).update(summary_requested_at=None)
-    due = Session.objects.filter(
-        pk=session_id,
-        token_count__gt=F("summarized_tokens") + summary_threshold(),
-    ).exists()
-    if due:
+    session = (
+        Session.objects.filter(pk=session_id)
+        .only("tenant_id", "agent_id", "token_count", "summarized_tokens")
+        .first()
+    )
+    if session is None:
+        return
+    policy = _policy(session=session)
+    if policy.memory_enabled and summary_due(
+        token_count=session.token_count,
+        summarized_tokens=session.summarized_tokens,
+        threshold=policy.summary_threshold_tokens,
+    ):
         summary_request(session_id=session_id)
 
 
@@ -103,12 +102,14 @@ def summaries_sweep(*, now: dt.datetime | None = None, batch: int = SWEEP_BATCH)
     """Enqueue summarization for sessions over the threshold with no live request: never asked
     (an enqueue lost after commit) or asked long ago (a task lost in a worker). Returns how many.
 
-    Scans sessions, not messages, most recently active first, at most `batch` per run.
+    Scans sessions, not messages, most recently active first, at most `batch` per run. Each
+    session is held to its own policy's threshold: the agent's override, else the tenant's,
+    else the default.
     """
     now = now or timezone.now()
     stale_before = now - REQUEST_STALE_AFTER
     candidates = list(
-        Session.objects.filter(token_count__gt=F("summarized_tokens") + summary_threshold())
+        _sessions_over_their_threshold()
         .filter(Q(summary_requested_at__isnull=True) | Q(summary_requested_at__lt=stale_before))
         .order_by("-last_active_at")
         .values_list("pk", flat=True)[:batch]
@@ -120,6 +121,38 @@ def summaries_sweep(*, now: dt.datetime | None = None, batch: int = SWEEP_BATCH)
     if enqueued:
         logger.info("summaries sweep: enqueued %d session(s)", enqueued)
     return enqueued
+
+
+def _sessions_over_their_threshold() -> QuerySet[Session]:
+    def policy_of(agent_id: Any) -> QuerySet[MemoryPolicy]:
+        return MemoryPolicy.objects.filter(tenant_id=OuterRef("tenant_id"), agent_id=agent_id)
+
+    default_threshold = default_summary_threshold_tokens()
+    lowest = min(
+        [
+            default_threshold,
+            *MemoryPolicy.objects.values_list("summary_threshold_tokens", flat=True),
+        ]
+    )
+    in_force = policy_of(OuterRef("agent_id"))
+    tenant_wide = policy_of("")
+    return (
+        # The lowest threshold anywhere is a cheap first cut before the per-row subqueries.
+        Session.objects.filter(token_count__gt=F("summarized_tokens") + lowest)
+        .annotate(
+            policy_threshold=Coalesce(
+                Subquery(in_force.values("summary_threshold_tokens")[:1]),
+                Subquery(tenant_wide.values("summary_threshold_tokens")[:1]),
+                Value(default_threshold),
+            ),
+            policy_enabled=Coalesce(
+                Subquery(in_force.values("memory_enabled")[:1]),
+                Subquery(tenant_wide.values("memory_enabled")[:1]),
+                Value(True),
+            ),
+        )
+        .filter(policy_enabled=True, token_count__gt=F("summarized_tokens") + F("policy_threshold"))
+    )
 
 
 @dataclass(frozen=True)
@@ -135,13 +168,18 @@ class _Fold:
 
 
 def _fold_for(*, session: Session, force: bool) -> _Fold | None:
+    policy = _policy(session=session)
+    if not policy.memory_enabled:
+        return None
     if not force and not summary_due(
-        token_count=session.token_count, summarized_tokens=session.summarized_tokens
+        token_count=session.token_count,
+        summarized_tokens=session.summarized_tokens,
+        threshold=policy.summary_threshold_tokens,
     ):
         return None
     previous = summary_current(tenant_id=session.tenant_id, session_id=session.pk)
     after = previous.through_seq if previous else 0
-    upto = session.last_seq - int(settings.SUMMARY_KEEP_RECENT)
+    upto = session.last_seq - policy.summary_keep_recent
     if upto <= after:
         return None
     rows = list(
@@ -172,7 +210,7 @@ def session_summarize(*, session_id: uuid.UUID, force: bool = False) -> Summary 
     """
     session = (
         Session.objects.filter(pk=session_id)
-        .only("tenant_id", "token_count", "summarized_tokens", "last_seq")
+        .only("tenant_id", "agent_id", "token_count", "summarized_tokens", "last_seq")
         .first()
     )
     if session is None:

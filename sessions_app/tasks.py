@@ -1,4 +1,5 @@
-"""Celery tasks of conversation memory: thin wrappers over sessions_app.summaries."""
+"""Celery tasks of conversation memory: thin wrappers over sessions_app.summaries and
+sessions_app.extraction. Each takes ids only and is safe to run twice."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from celery import Task, shared_task
 from django.conf import settings
 
 from memoryhub.llm import LLMPermanentError, LLMTransientError
-from sessions_app import summaries
+from sessions_app import extraction, summaries
 
 logger = logging.getLogger(__name__)
 
@@ -61,3 +62,47 @@ def summaries_sweep() -> int:
     """Beat: re-enqueue summarization for sessions over the threshold whose task was lost.
     Idempotent: each session is claimed by a conditional update before it is enqueued."""
     return summaries.summaries_sweep()
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(LLMTransientError,),
+    retry_backoff=True,
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=SUMMARIZE_MAX_RETRIES,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+)
+def extract_session_facts(self: Task, session_id: str) -> int | None:
+    """Extract facts from the session's newest exchange; returns how many facts were stored.
+
+    Idempotent: the facts and the session's extraction cursor are written in one transaction,
+    and a run that finds the cursor already past its exchange stores nothing. Retries and
+    give-ups follow summarize_session.
+    """
+    try:
+        pk = uuid.UUID(session_id)
+    except ValueError:
+        logger.warning("extract_session_facts: not a session id: %r", session_id)
+        return None
+    try:
+        result = extraction.session_extract_facts(session_id=pk)
+    except LLMTransientError:
+        if self.request.retries >= (self.max_retries or 0):
+            logger.warning("extract_session_facts %s: giving up after retries", session_id)
+        raise
+    except LLMPermanentError as error:
+        logger.warning("extract_session_facts %s: %s", session_id, error)
+        extraction.extraction_request_finish(session_id=pk, retry_later=True)
+        raise
+    extraction.extraction_request_finish(session_id=pk)
+    return len(result.created) if result is not None else None
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def extraction_sweep() -> int:
+    """Beat: re-enqueue extraction requests whose task was lost."""
+    return extraction.extraction_sweep()

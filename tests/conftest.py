@@ -11,6 +11,7 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from memoryhub.accounts.models import ApiKey, Tenant
+from memoryhub.accounts.selectors import memory_policy_cache_clear
 from memoryhub.accounts.services import api_key_create
 from sessions_app import services
 from sessions_app.models import Session
@@ -29,6 +30,13 @@ def client_for(secret: str) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     return client
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memory_policies() -> None:
+    # Rolled-back tests fire no delete signal, and SQLite reuses tenant ids: start each test
+    # with an empty per-process policy cache.
+    memory_policy_cache_clear()
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import hashlib
 import re
 import uuid
@@ -34,6 +35,50 @@ def fact_search_text(*, content: str, tags: list[str], end_user: EndUser | None)
     if end_user is not None:
         parts.append(end_user.external_id)
     return "\n".join(part for part in parts if part)
+
+
+# Near duplicates (issue 4): "User likes green tea" and "The user likes green tea." are one
+# fact. Word sets overlapping this much, or texts this similar character by character, count as
+# the same; both ignore case, spacing and final punctuation (fact_normalise).
+NEAR_DUPLICATE_WORD_OVERLAP = 0.8
+NEAR_DUPLICATE_TEXT_RATIO = 0.9
+_WORD = re.compile(r"\w+")
+_FILLER_WORDS = frozenset({"the", "a", "an", "user", "s"})
+# Two texts that differ in a number or in a negation say different things however close they
+# look ("is 30" / "is 31", "allergic" / "not allergic"): never near duplicates.
+_NUMBER = re.compile(r"\d+")
+_NEGATIONS = frozenset({"not", "no", "never", "t", "nor", "neither", "without"})
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(fact_normalise(text))) - _FILLER_WORDS
+
+
+def fact_near_duplicate_of(*, content: str, candidates: list[Fact]) -> Fact | None:
+    """The first candidate that says the same as `content`, or None.
+
+    Cheap enough for a few hundred candidates per extracted fact: a set comparison first, the
+    character-level ratio only for candidates whose lengths are close.
+    """
+    normalised = fact_normalise(content)
+    words = _words(content)
+    numbers = _NUMBER.findall(normalised)
+    for candidate in candidates:
+        other = fact_normalise(candidate.content)
+        if other == normalised:
+            return candidate
+        other_words = _words(candidate.content)
+        if _NUMBER.findall(other) != numbers or (words ^ other_words) & _NEGATIONS:
+            continue
+        union = words | other_words
+        if union and len(words & other_words) / len(union) >= NEAR_DUPLICATE_WORD_OVERLAP:
+            return candidate
+        shorter, longer = sorted((len(normalised), len(other)))
+        if longer and shorter / longer >= NEAR_DUPLICATE_TEXT_RATIO:
+            ratio = difflib.SequenceMatcher(None, normalised, other, autojunk=False).ratio()
+            if ratio >= NEAR_DUPLICATE_TEXT_RATIO:
+                return candidate
+    return None
 
 
 def _existing(*, tenant: Tenant, end_user: EndUser | None, content_hash: str) -> Fact | None:

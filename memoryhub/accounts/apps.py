@@ -7,4 +7,7 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts and tenancy"
 
     def ready(self) -> None:
-        from memoryhub.accounts import schema  # noqa: F401  (registers the OpenAPI auth scheme)
+        from memoryhub.accounts import (  # noqa: F401  (registration by import)
+            schema,  # the OpenAPI auth scheme
+            signals,  # memory-policy cache invalidation
+        )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import ClassVar
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.core.validators import RegexValidator
 from django.db import models
@@ -184,17 +185,52 @@ class IdempotencyRecord(TenantOwnedModel):
         indexes = [models.Index(fields=["created_at"], name="idempotency_created")]
 
 
+def default_summary_threshold_tokens() -> int:
+    return int(settings.SUMMARY_THRESHOLD_TOKENS)
+
+
+def default_summary_keep_recent() -> int:
+    return int(settings.SUMMARY_KEEP_RECENT)
+
+
+def default_state_cap() -> int:
+    return int(settings.MEMORYHUB_LIMITS["STATE_CAP"])
+
+
 class MemoryPolicy(models.Model):
     """How a tenant's memory behaves, editable in the admin (issue 4).
 
     A row with an empty `agent_id` is the tenant's policy; a row with an agent id overrides it,
-    whole, for that agent. With no row at all the built-in defaults apply (seed 001's numbers).
-    Only settings something reads are here; summarization and extraction switches come with them.
+    whole, for that agent. With no row at all the built-in defaults apply (seed 001's numbers,
+    overridable by the MEMORYHUB_* settings). Reads go through a short per-process cache
+    (accounts.selectors.memory_policy_for), so an edit reaches every process within seconds.
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memory_policies")
     agent_id = models.CharField(
         max_length=128, blank=True, default="", help_text="Empty: the tenant's default policy."
+    )
+    memory_enabled = models.BooleanField(
+        default=True,
+        help_text=(
+            "Off: messages and state are accepted but not stored, nothing is summarized or "
+            "extracted, and the context is empty (seed 004: off never errors)."
+        ),
+    )
+    summary_threshold_tokens = models.PositiveIntegerField(
+        default=default_summary_threshold_tokens,
+        help_text="Summarize once a session's unsummarized history passes this many tokens.",
+    )
+    summary_keep_recent = models.PositiveIntegerField(
+        default=default_summary_keep_recent,
+        help_text="The newest messages a summary leaves out (they stay verbatim in the context).",
+    )
+    extraction_enabled = models.BooleanField(
+        default=True,
+        help_text="Extract facts from conversations. Only runs when an LLM is configured.",
+    )
+    state_cap = models.PositiveIntegerField(
+        default=default_state_cap, help_text="Keys per session state; the oldest go first."
     )
     context_max_tokens = models.PositiveIntegerField(
         default=4000, help_text="Default budget of GET /sessions/{id}/context/ (200-200,000)."
@@ -211,6 +247,22 @@ class MemoryPolicy(models.Model):
             models.CheckConstraint(
                 condition=models.Q(context_max_tokens__gte=200, context_max_tokens__lte=200_000),
                 name="memorypolicy_context_tokens_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(summary_threshold_tokens__gte=1),
+                name="memorypolicy_summary_threshold_min",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(summary_keep_recent__lte=500),
+                name="memorypolicy_keep_recent_max",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(state_cap__gte=1, state_cap__lte=10_000),
+                name="memorypolicy_state_cap_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(context_max_messages__lte=500, context_max_memories__lte=500),
+                name="memorypolicy_context_counts_max",
             ),
         ]
         verbose_name_plural = "memory policies"

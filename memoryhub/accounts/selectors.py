@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from django.utils import timezone
 
 from memoryhub.accounts.models import (
@@ -52,13 +54,45 @@ def end_user_get_for_tenant(*, tenant: Tenant, external_id: str) -> EndUser:
     return found[0]
 
 
-def memory_policy_for(*, tenant: Tenant, agent_id: str = "") -> MemoryPolicy:
+# Policies are read on every append and context call but edited by staff now and then: each
+# process keeps a tenant's rows for a few seconds (one query per tenant per TTL), and a save or
+# delete in this process clears its copy at once (accounts.signals).
+POLICY_CACHE_SECONDS = 5.0
+_policy_cache: dict[int, tuple[float, dict[str, MemoryPolicy]]] = {}
+
+
+def memory_policy_cache_clear() -> None:
+    _policy_cache.clear()
+
+
+def _tenant_policies(*, tenant_id: int) -> dict[str, MemoryPolicy]:
+    now = time.monotonic()
+    cached = _policy_cache.get(tenant_id)
+    if cached is not None and now - cached[0] < POLICY_CACHE_SECONDS:
+        return cached[1]
+    rows = {policy.agent_id: policy for policy in MemoryPolicy.objects.filter(tenant_id=tenant_id)}
+    _policy_cache[tenant_id] = (now, rows)
+    return rows
+
+
+def memory_policy_for(
+    *, tenant: Tenant | None = None, tenant_id: int | None = None, agent_id: str = ""
+) -> MemoryPolicy:
     """The policy in force for an agent: its override, else the tenant's, else the defaults.
 
-    The defaults come back as an unsaved MemoryPolicy, so callers read one shape either way.
+    The defaults come back as an unsaved MemoryPolicy (built now, so they follow the settings),
+    so callers read one shape either way. Pass the tenant or, from a task, its id.
     """
-    candidates = {
-        policy.agent_id: policy
-        for policy in MemoryPolicy.objects.filter(tenant=tenant, agent_id__in={"", agent_id})
-    }
-    return candidates.get(agent_id) or candidates.get("") or MemoryPolicy(tenant=tenant)
+    key = tenant.pk if tenant is not None else tenant_id
+    if key is None:
+        raise TypeError("memory_policy_for needs tenant or tenant_id")
+    rows = _tenant_policies(tenant_id=key)
+    return rows.get(agent_id) or rows.get("") or MemoryPolicy(tenant_id=key, agent_id=agent_id)
+
+
+def memory_disabled_anywhere(*, tenant_id: int) -> bool:
+    """Whether any of the tenant's policies turns memory off: when none does (the usual case),
+    an append need not look up its session's agent before writing."""
+    return any(
+        not policy.memory_enabled for policy in _tenant_policies(tenant_id=tenant_id).values()
+    )

@@ -20,7 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ActorType
-from memoryhub.accounts.selectors import end_user_get_for_tenant
+from memoryhub.accounts.selectors import end_user_get_for_tenant, memory_policy_for
 from memoryhub.core.api import (
     LimitCursorPagination,
     TenantScopedAPIView,
@@ -183,6 +183,25 @@ class SessionViewSet(TenantScopedGenericViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+# Memory off for the session's agent (its memory policy): the write is accepted and dropped,
+# so a bot needs no special case (seed 004: memory off never errors).
+MEMORY_OFF_BODY = {
+    "stored": False,
+    "reason": "memory_off",
+    "detail": "Memory is off for this agent in the tenant's memory policy; nothing was stored.",
+}
+
+
+class MemoryOffSerializer(serializers.Serializer[Any]):
+    stored = serializers.BooleanField()
+    reason = serializers.CharField()
+    detail = serializers.CharField()
+
+
+MEMORY_OFF_RESPONSE = OpenApiResponse(
+    MemoryOffSerializer, description="Memory is off for this agent: accepted, nothing stored."
+)
+
 MESSAGE_APPEND_REQUEST = PolymorphicProxySerializer(
     component_name="MessageAppendRequest",
     serializers=[MessageInputSerializer, MessageBatchInputSerializer],
@@ -231,7 +250,12 @@ class SessionMessagesView(TenantScopedAPIView):
         ),
         parameters=[SESSION_ID_PARAMETER, IDEMPOTENCY_KEY_PARAMETER],
         request=MESSAGE_APPEND_REQUEST,
-        responses={201: MESSAGE_APPEND_RESPONSE, 404: NOT_FOUND, 422: OpenApiResponse()},
+        responses={
+            201: MESSAGE_APPEND_RESPONSE,
+            202: MEMORY_OFF_RESPONSE,
+            404: NOT_FOUND,
+            422: OpenApiResponse(),
+        },
         examples=[
             OpenApiExample("One message", value={"role": "user", "content": "Hi!"}),
             OpenApiExample(
@@ -258,6 +282,8 @@ class SessionMessagesView(TenantScopedAPIView):
             created = services.message_append_batch(
                 tenant=self.tenant, session_id=session_pk, messages=inputs
             )
+            if not created:
+                return Performed(status.HTTP_202_ACCEPTED, MEMORY_OFF_BODY, None)
             rendered = [message_data(message) for message in created]
             body = {"messages": rendered} if is_batch else rendered[0]
             # Only a stored (idempotent) response needs to know whose messages it quotes.
@@ -311,11 +337,12 @@ class SessionStateView(TenantScopedAPIView):
     def get(self, request: Request, session_id: str) -> Response:
         session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
         entries = list(selectors.state_list_for_session(session=session))
+        policy = memory_policy_for(tenant=self.tenant, agent_id=session.agent_id)
         return Response(
             {
                 "results": StateEntryOutputSerializer(entries, many=True).data,
                 "count": len(entries),
-                "cap": limit("STATE_CAP"),
+                "cap": policy.state_cap,
             }
         )
 
@@ -340,6 +367,7 @@ class SessionStateKeyView(TenantScopedAPIView):
         responses={
             200: StateEntryWriteOutputSerializer,
             201: StateEntryWriteOutputSerializer,
+            202: MEMORY_OFF_RESPONSE,
             404: NOT_FOUND,
         },
     )
@@ -353,8 +381,9 @@ class SessionStateKeyView(TenantScopedAPIView):
             session_id=session_pk,
             key=state_key,
             value=data.validated_data["value"],
-            cap=limit("STATE_CAP"),
         )
+        if entry is None:
+            return Response(MEMORY_OFF_BODY, status=status.HTTP_202_ACCEPTED)
         body = {**StateEntryOutputSerializer(entry).data, "evicted": evicted}
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
