@@ -25,7 +25,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from facts_app.models import Fact
-from facts_app.services.facts import fact_create, fact_near_duplicate_of
+from facts_app.services.facts import fact_create, fact_near_duplicate_of, fact_supersede
 from memoryhub.accounts.models import EndUser, MemoryPolicy
 from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.llm import ChatMessage
@@ -197,8 +197,14 @@ def _facts_store(
                 supersedes=replaced,
             )
             if not was_created:
-                skipped += 1
-                continue
+                if fact.superseded_by_id is None:
+                    skipped += 1
+                    continue
+                # A superseded fact holds again ("moved back to Paris"): the unique text keeps
+                # it one row, so it becomes current again rather than a second copy.
+                _fact_revive(fact=fact)
+                if replaced is not None:
+                    fact_supersede(old=replaced, new=fact)
             created.append(fact)
             current.append(fact)
             if replaced is not None:
@@ -212,6 +218,12 @@ def _facts_store(
         skipped_duplicates=skipped,
         superseded=superseded,
     )
+
+
+def _fact_revive(*, fact: Fact) -> None:
+    fact.superseded_by = None
+    fact.valid_until = None
+    fact.save(update_fields=["superseded_by", "valid_until", "updated_at"])
 
 
 def extraction_request_finish(*, session_id: uuid.UUID, retry_later: bool = False) -> None:

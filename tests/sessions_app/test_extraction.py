@@ -128,7 +128,8 @@ class TestAnExchange:
 
         result = extraction.session_extract_facts(session_id=session.pk)
 
-        assert result is not None and result.created == []
+        assert result is not None
+        assert result.created == []
         assert fresh(session).extracted_seq == 2
         assert fake_llm.requests == []
 
@@ -182,9 +183,39 @@ class TestDuplicatesAndUpdates:
         new = Fact.objects.get(content="User lives in Berlin")
         old.refresh_from_db()
         assert old.superseded_by_id == new.pk
-        assert old.valid_until is not None and old.valid_until <= timezone.now()
+        assert old.valid_until is not None
+        assert old.valid_until <= timezone.now()
         assert current_facts(session) == ["User lives in Berlin"]
         assert Fact.objects.filter(end_user=session.end_user).count() == 2
+
+    def test_a_superseded_fact_that_holds_again_becomes_current_again(self, session, fake_llm):
+        paris, _ = fact_create(
+            tenant=session.tenant, end_user=session.end_user, content="User lives in Paris"
+        )
+        berlin, _ = fact_create(
+            tenant=session.tenant,
+            end_user=session.end_user,
+            content="User lives in Berlin",
+            supersedes=paris,
+        )
+        message_append_batch(
+            tenant=session.tenant,
+            session_id=session.pk,
+            messages=[
+                MessageInput(role="user", content="I moved back to Paris"),
+                MessageInput(role="assistant", content="Welcome home"),
+            ],
+        )
+        fake_llm.reply("User lives in Paris || replaces: User lives in Berlin")
+
+        extraction.session_extract_facts(session_id=session.pk)
+
+        paris.refresh_from_db()
+        berlin.refresh_from_db()
+        assert (paris.superseded_by_id, paris.valid_until) == (None, None)
+        assert berlin.superseded_by_id == paris.pk
+        assert current_facts(session) == ["User lives in Paris"]
+        assert Fact.objects.count() == 2
 
     def test_a_replacement_naming_an_unknown_fact_is_just_a_new_fact(
         self, api, session, fake_llm, django_capture_on_commit_callbacks
@@ -291,7 +322,8 @@ class TestFaults:
 
         result = extraction.session_extract_facts(session_id=session.pk)
 
-        assert result is not None and result.created == []
+        assert result is not None
+        assert result.created == []
         assert fresh(session).extracted_seq == 2
 
     def test_the_task_retries_a_transient_error_then_succeeds(self, session, fake_llm):
