@@ -50,6 +50,10 @@ class Session(TenantOwnedModel):
     # Tokens of the messages the current summary covers: token_count - summarized_tokens is the
     # unsummarized history, known to an append without summing over messages.
     summarized_tokens = models.PositiveBigIntegerField(default=0)
+    # The last seq the current summary covers (its through_seq; 0 with none). A summary is only
+    # due when something beyond the kept-recent messages is left to fold: without this, recent
+    # messages that alone exceed the threshold would request summaries that fold nothing.
+    summarized_seq = models.PositiveBigIntegerField(default=0)
     # Set when a summarization task is enqueued, cleared when it finishes: one pending task per
     # session. The beat sweep re-enqueues when it stays set for too long (a lost task).
     summary_requested_at = models.DateTimeField(null=True, blank=True)

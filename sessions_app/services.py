@@ -201,7 +201,9 @@ def message_append_batch(
         if claim.summary_requested_at is None and summary_due(
             token_count=claim.token_count,
             summarized_tokens=claim.summarized_tokens,
-            threshold=policy.summary_threshold_tokens,
+            last_seq=claim.last_seq,
+            summarized_seq=claim.summarized_seq,
+            policy=policy,
         ):
             # The only extra queries an append makes, once per summary or extraction: the
             # thresholds are known from the counters RETURNING handed back.
@@ -236,8 +238,10 @@ def message_append_batch(
 @dataclass(frozen=True)
 class _Claim:
     first_seq: int
+    last_seq: int  # after this append
     token_count: int  # after this append
     summarized_tokens: int
+    summarized_seq: int
     agent_id: str
     has_end_user: bool
     # Raw, unconverted columns, only ever compared with None.
@@ -266,8 +270,8 @@ def _claim_seqs(
         "last_seq = last_seq + %s, message_count = message_count + %s, "
         "token_count = token_count + %s, last_active_at = %s, updated_at = %s "
         "WHERE id = %s AND tenant_id = %s "
-        "RETURNING last_seq, token_count, summarized_tokens, agent_id, end_user_id, "
-        "summary_requested_at, extraction_requested_at"
+        "RETURNING last_seq, token_count, summarized_tokens, summarized_seq, agent_id, "
+        "end_user_id, summary_requested_at, extraction_requested_at"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [count, count, tokens, prep_now, prep_now, prep_id, tenant.pk])
@@ -276,12 +280,14 @@ def _claim_seqs(
         raise ResourceNotFound("No such session.")
     return _Claim(
         first_seq=int(row[0]) - count + 1,
+        last_seq=int(row[0]),
         token_count=int(row[1]),
         summarized_tokens=int(row[2]),
-        agent_id=str(row[3]),
-        has_end_user=row[4] is not None,
-        summary_requested_at=row[5],
-        extraction_requested_at=row[6],
+        summarized_seq=int(row[3]),
+        agent_id=str(row[4]),
+        has_end_user=row[5] is not None,
+        summary_requested_at=row[6],
+        extraction_requested_at=row[7],
     )
 
 

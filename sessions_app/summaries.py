@@ -20,7 +20,12 @@ from django.db.models import F, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from memoryhub.accounts.models import MemoryPolicy, Tenant, default_summary_threshold_tokens
+from memoryhub.accounts.models import (
+    MemoryPolicy,
+    Tenant,
+    default_summary_keep_recent,
+    default_summary_threshold_tokens,
+)
 from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.tokens import count_tokens
@@ -46,9 +51,42 @@ REQUEST_STALE_AFTER = dt.timedelta(minutes=15)
 SWEEP_BATCH = 500
 
 
-def summary_due(*, token_count: int, summarized_tokens: int, threshold: int) -> bool:
-    """Whether unsummarized history has passed the threshold (strictly more than it)."""
-    return token_count - summarized_tokens > threshold
+def summary_due(
+    *,
+    token_count: int,
+    summarized_tokens: int,
+    last_seq: int,
+    summarized_seq: int,
+    policy: MemoryPolicy,
+) -> bool:
+    """Whether unsummarized history has passed the policy's threshold (strictly more than it)
+    and holds messages older than the kept-recent ones, so that a run has something to fold."""
+    return (
+        policy.memory_enabled
+        and token_count - summarized_tokens > policy.summary_threshold_tokens
+        and last_seq - policy.summary_keep_recent > summarized_seq
+    )
+
+
+SUMMARY_STATE_FIELDS = (
+    "tenant_id",
+    "agent_id",
+    "token_count",
+    "summarized_tokens",
+    "last_seq",
+    "summarized_seq",
+)
+
+
+def session_summary_due(*, session: Session) -> bool:
+    """summary_due for a Session loaded with SUMMARY_STATE_FIELDS."""
+    return summary_due(
+        token_count=session.token_count,
+        summarized_tokens=session.summarized_tokens,
+        last_seq=session.last_seq,
+        summarized_seq=session.summarized_seq,
+        policy=_policy(session=session),
+    )
 
 
 def _policy(*, session: Session) -> MemoryPolicy:
@@ -82,19 +120,8 @@ def summary_request_finish(*, session_id: uuid.UUID, retry_later: bool = False) 
     pending_finish(session_id=session_id, field="summary_requested_at", retry_later=retry_later)
     if retry_later:
         return
-    session = (
-        Session.objects.filter(pk=session_id)
-        .only("tenant_id", "agent_id", "token_count", "summarized_tokens")
-        .first()
-    )
-    if session is None:
-        return
-    policy = _policy(session=session)
-    if policy.memory_enabled and summary_due(
-        token_count=session.token_count,
-        summarized_tokens=session.summarized_tokens,
-        threshold=policy.summary_threshold_tokens,
-    ):
+    session = Session.objects.filter(pk=session_id).only(*SUMMARY_STATE_FIELDS).first()
+    if session is not None and session_summary_due(session=session):
         summary_request(session_id=session_id)
 
 
@@ -136,22 +163,27 @@ def _sessions_over_their_threshold() -> QuerySet[Session]:
     )
     in_force = policy_of(OuterRef("agent_id"))
     tenant_wide = policy_of("")
+
+    def policy_value(field: str, default: Any) -> Coalesce:
+        return Coalesce(
+            Subquery(in_force.values(field)[:1]),
+            Subquery(tenant_wide.values(field)[:1]),
+            Value(default),
+        )
+
     return (
         # The lowest threshold anywhere is a cheap first cut before the per-row subqueries.
         Session.objects.filter(token_count__gt=F("summarized_tokens") + lowest)
         .annotate(
-            policy_threshold=Coalesce(
-                Subquery(in_force.values("summary_threshold_tokens")[:1]),
-                Subquery(tenant_wide.values("summary_threshold_tokens")[:1]),
-                Value(default_threshold),
-            ),
-            policy_enabled=Coalesce(
-                Subquery(in_force.values("memory_enabled")[:1]),
-                Subquery(tenant_wide.values("memory_enabled")[:1]),
-                Value(True),
-            ),
+            policy_threshold=policy_value("summary_threshold_tokens", default_threshold),
+            policy_keep_recent=policy_value("summary_keep_recent", default_summary_keep_recent()),
+            policy_enabled=policy_value("memory_enabled", True),
         )
-        .filter(policy_enabled=True, token_count__gt=F("summarized_tokens") + F("policy_threshold"))
+        .filter(
+            policy_enabled=True,
+            token_count__gt=F("summarized_tokens") + F("policy_threshold"),
+            last_seq__gt=F("summarized_seq") + F("policy_keep_recent"),
+        )
     )
 
 
@@ -171,11 +203,7 @@ def _fold_for(*, session: Session, force: bool) -> _Fold | None:
     policy = _policy(session=session)
     if not policy.memory_enabled:
         return None
-    if not force and not summary_due(
-        token_count=session.token_count,
-        summarized_tokens=session.summarized_tokens,
-        threshold=policy.summary_threshold_tokens,
-    ):
+    if not force and not session_summary_due(session=session):
         return None
     previous = summary_current(tenant_id=session.tenant_id, session_id=session.pk)
     after = previous.through_seq if previous else 0
@@ -208,11 +236,7 @@ def session_summarize(*, session_id: uuid.UUID, force: bool = False) -> Summary 
     LLMPermanentError propagate and leave the session exactly as it was. Idempotent: when
     another worker wrote the same range (or a newer summary) meanwhile, that row is returned.
     """
-    session = (
-        Session.objects.filter(pk=session_id)
-        .only("tenant_id", "agent_id", "token_count", "summarized_tokens", "last_seq")
-        .first()
-    )
+    session = Session.objects.filter(pk=session_id).only(*SUMMARY_STATE_FIELDS).first()
     if session is None:
         return None
     fold = _fold_for(session=session, force=force)
@@ -273,7 +297,7 @@ def _summary_store(*, session: Session, fold: _Fold, text: str, model: str) -> S
         except IntegrityError:
             return Summary.objects.get(session_id=session.pk, through_seq=fold.through_seq)
         Session.objects.filter(pk=session.pk).update(
-            summarized_tokens=F("summarized_tokens") + added
+            summarized_tokens=F("summarized_tokens") + added, summarized_seq=fold.through_seq
         )
     return summary
 
@@ -311,5 +335,7 @@ def summary_set(*, tenant: Tenant, session_id: uuid.UUID, text: str) -> Summary:
     )
     # A later summary can only exist if seqs went backwards, which they never do; so this one
     # is current and everything appended so far counts as summarized.
-    Session.objects.filter(pk=session.pk).update(summarized_tokens=session.token_count)
+    Session.objects.filter(pk=session.pk).update(
+        summarized_tokens=session.token_count, summarized_seq=session.last_seq
+    )
     return summary

@@ -393,3 +393,33 @@ class TestTheEndpoints:
         assert "Earlier Conversation (summary)" in cut["content"]
         assert "- User: Message 0:" in cut["content"]
         assert "Earlier Conversation (summary)" not in whole["content"]
+
+
+class TestRecentMessagesOverTheThreshold:
+    def test_no_summary_is_requested_when_only_kept_messages_are_left(
+        self, session, enqueued, django_capture_on_commit_callbacks
+    ):
+        """Ten kept messages of 50 tokens each are over the threshold (100) on their own, but
+        a run could fold nothing: no request, so no run that folds nothing and asks again."""
+        with django_capture_on_commit_callbacks(execute=True):
+            append(session, 5)  # 50 tokens: under
+            append(session, 10, start=5, tokens=50)  # 550: over, and seqs 1-5 can be folded
+
+        assert len(enqueued) == 1
+        assert Summary.objects.get(session=session).through_seq == 5
+        assert fresh(session).summarized_seq == 5
+        assert fresh(session).summary_requested_at is None
+        assert summaries.summaries_sweep() == 0  # the kept ten alone: nothing to fold
+        assert len(enqueued) == 1
+
+    def test_the_next_message_makes_one_more_foldable(
+        self, session, enqueued, django_capture_on_commit_callbacks
+    ):
+        with django_capture_on_commit_callbacks(execute=True):
+            append(session, 5)
+            append(session, 10, start=5, tokens=50)
+        with django_capture_on_commit_callbacks(execute=True):
+            append(session, 1, start=15, tokens=50)
+
+        assert len(enqueued) == 2
+        assert Summary.objects.filter(session=session).latest("through_seq").through_seq == 6
