@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_celery_beat",
     "memoryhub.accounts",
     "memoryhub.core",
     "memoryhub.llm",
@@ -237,6 +238,15 @@ SUMMARY_THRESHOLD_TOKENS: int = env.int("MEMORYHUB_SUMMARY_THRESHOLD_TOKENS", de
 SUMMARY_KEEP_RECENT: int = env.int("MEMORYHUB_SUMMARY_KEEP_RECENT", default=10)
 # How often the beat sweep looks for sessions over the threshold whose task was lost.
 SUMMARY_SWEEP_SECONDS: int = env.int("MEMORYHUB_SUMMARY_SWEEP_SECONDS", default=300)
+# Retention (issue 5): how often beat runs the cleanup (seed 001's cleanup_interval_secs), and
+# how long a stored idempotent response is replayed before the cleanup removes it.
+CLEANUP_INTERVAL_SECONDS: int = env.int("MEMORYHUB_CLEANUP_INTERVAL_SECONDS", default=3600)
+MEMORYHUB_IDEMPOTENCY_TTL_HOURS: int = env.int("MEMORYHUB_IDEMPOTENCY_TTL_HOURS", default=24)
+if CLEANUP_INTERVAL_SECONDS < 10 or MEMORYHUB_IDEMPOTENCY_TTL_HOURS < 1:
+    raise ImproperlyConfigured(
+        "MEMORYHUB_CLEANUP_INTERVAL_SECONDS must be at least 10 and "
+        "MEMORYHUB_IDEMPOTENCY_TTL_HOURS at least 1."
+    )
 if SUMMARY_THRESHOLD_TOKENS < 1 or SUMMARY_KEEP_RECENT < 0 or SUMMARY_SWEEP_SECONDS < 10:
     raise ImproperlyConfigured(
         "MEMORYHUB_SUMMARY_THRESHOLD_TOKENS must be positive, MEMORYHUB_SUMMARY_KEEP_RECENT "
@@ -264,19 +274,28 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
 CELERY_TASK_ALWAYS_EAGER: bool = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
-CELERY_BEAT_SCHEDULE_FILENAME = str(CELERY_DATA_DIR / "celerybeat-schedule")
+# django-celery-beat keeps the schedule in the database, where staff see and pause entries in
+# the admin. The entries themselves are defined below, in code; beat writes them to its tables
+# at start-up and leaves a pause (enabled=False) made in the admin alone.
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = TIME_ZONE
-# Beat's schedule lives in code. `expires` drops a sweep still queued when the next one is due.
+# Beat's schedule lives in code (django-celery-beat copies it to its tables at start-up).
+# `expire_seconds`: a run still queued when the next one is due is dropped, not run twice.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "summaries-sweep": {
         "task": "sessions_app.tasks.summaries_sweep",
         "schedule": float(SUMMARY_SWEEP_SECONDS),
-        "options": {"expires": SUMMARY_SWEEP_SECONDS * 0.9},
+        "options": {"expire_seconds": int(SUMMARY_SWEEP_SECONDS * 0.9)},
     },
     "extraction-sweep": {
         "task": "sessions_app.tasks.extraction_sweep",
         "schedule": float(SUMMARY_SWEEP_SECONDS),
-        "options": {"expires": SUMMARY_SWEEP_SECONDS * 0.9},
+        "options": {"expire_seconds": int(SUMMARY_SWEEP_SECONDS * 0.9)},
+    },
+    "retention-cleanup": {
+        "task": "sessions_app.tasks.retention_cleanup",
+        "schedule": float(CLEANUP_INTERVAL_SECONDS),
+        "options": {"expire_seconds": int(CLEANUP_INTERVAL_SECONDS * 0.9)},
     },
 }
 

@@ -186,9 +186,11 @@ def note_daily_prune(
     older_than_days: int = 30,
     now: dt.datetime | None = None,
     batch_size: int = PRUNE_BATCH_SIZE,
+    dry_run: bool = False,
 ) -> int:
     """Delete every version of the tenant's daily notes dated more than `older_than_days` days
-    before `now` (default: the current time); returns how many rows were deleted.
+    before `now` (default: the current time); returns how many rows were (with `dry_run`:
+    would be) deleted.
 
     Retention's entry point (seed 003 keeps 30 days). Deletes in batches of `batch_size` ids,
     oldest day first along the (tenant, kind, day) index, each batch its own short transaction,
@@ -199,6 +201,8 @@ def note_daily_prune(
     moment = now or timezone.now()
     cutoff = moment.astimezone(dt.UTC).date() - dt.timedelta(days=older_than_days)
     expired = Note.objects.for_tenant(tenant).filter(kind=NoteKind.DAILY, day__lt=cutoff)
+    if dry_run:
+        return expired.count()
     deleted = 0
     while True:
         ids = list(expired.order_by("day", "pk").values_list("pk", flat=True)[:batch_size])

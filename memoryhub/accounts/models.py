@@ -237,6 +237,21 @@ class MemoryPolicy(models.Model):
     )
     context_max_messages = models.PositiveIntegerField(default=20)
     context_max_memories = models.PositiveIntegerField(default=50)
+    retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=90,
+        help_text=(
+            "Retention: sessions idle this many days go (with their messages, state and "
+            "summaries), and older messages of live sessions. Empty keeps them forever."
+        ),
+    )
+    daily_note_retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=30,
+        help_text="Retention of daily notes, by their day (tenant policy only). Empty: forever.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -263,6 +278,15 @@ class MemoryPolicy(models.Model):
             models.CheckConstraint(
                 condition=models.Q(context_max_messages__lte=500, context_max_memories__lte=500),
                 name="memorypolicy_context_counts_max",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(retention_days__isnull=True) | models.Q(retention_days__gte=1),
+                name="memorypolicy_retention_days_min",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(daily_note_retention_days__isnull=True)
+                | models.Q(daily_note_retention_days__gte=1),
+                name="memorypolicy_note_retention_days_min",
             ),
         ]
         verbose_name_plural = "memory policies"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
 from django.apps import apps
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, models, router, transaction
+from django.db.models.deletion import Collector
 from django.utils import timezone
 
 from memoryhub.accounts.models import (
@@ -135,6 +137,29 @@ def api_key_mark_used(*, api_key: ApiKey, resolution_seconds: int) -> None:
     api_key.last_used_at = now
 
 
+def deleted_kinds(*, per_model: dict[str, int]) -> dict[str, int]:
+    """Django's per-model delete counts ("sessions_app.StateEntry": 3) as the kinds every
+    response and audit event uses ("state_entries": 3); zeros left out."""
+    return {
+        str(apps.get_model(label)._meta.verbose_name_plural).replace(" ", "_"): count
+        for label, count in sorted(per_model.items())
+        if count
+    }
+
+
+def deletion_counts(*, obj: models.Model) -> dict[str, int]:
+    """What deleting `obj` would remove, per kind, without deleting anything: the dry run of
+    audited_delete. The same deletion collector decides both, so they cannot disagree."""
+    collector = Collector(using=router.db_for_write(type(obj)), origin=obj)
+    collector.collect([obj])
+    per_model: Counter[str] = Counter()
+    for model, instances in collector.data.items():
+        per_model[model._meta.label] += len(instances)
+    for queryset in collector.fast_deletes:
+        per_model[queryset.model._meta.label] += queryset.count()
+    return deleted_kinds(per_model=dict(per_model))
+
+
 def audited_delete(
     *,
     obj: models.Model,
@@ -153,11 +178,7 @@ def audited_delete(
     """
     with transaction.atomic():
         _, per_model = obj.delete()
-        counts = {
-            str(apps.get_model(label)._meta.verbose_name_plural).replace(" ", "_"): count
-            for label, count in sorted(per_model.items())
-            if count
-        }
+        counts = deleted_kinds(per_model=per_model)
         audit_event_record(
             tenant=tenant,
             actor_type=actor_type,

@@ -2,6 +2,7 @@ from django.urls import path
 
 from sessions_app.api import views
 from sessions_app.api.context import SessionContextView
+from sessions_app.api.purge import PurgeView
 from sessions_app.api.summaries import SessionSummarizeView, SessionSummaryView
 
 session_list = views.SessionViewSet.as_view({"get": "list", "post": "create"})
@@ -10,6 +11,7 @@ session_detail = views.SessionViewSet.as_view(
 )
 
 urlpatterns = [
+    path("purge/", PurgeView.as_view(), name="purge"),
     path("messages/search/", views.MessageSearchView.as_view(), name="message-search"),
     path("sessions/", session_list, name="session-list"),
     path("sessions/<str:session_id>/", session_detail, name="session-detail"),

@@ -331,7 +331,7 @@ class TestTheSweep:
     def test_it_is_scheduled_in_code(self, settings):
         entry = settings.CELERY_BEAT_SCHEDULE["summaries-sweep"]
         assert entry["task"] == tasks.summaries_sweep.name
-        assert entry["options"]["expires"] < entry["schedule"]
+        assert entry["options"]["expire_seconds"] < entry["schedule"]
 
 
 class TestTheEndpoints:
