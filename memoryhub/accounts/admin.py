@@ -150,10 +150,25 @@ class MemoryPolicyAdmin(admin.ModelAdmin):
     list_display = (
         "tenant",
         "agent_id",
+        "memory_enabled",
+        "extraction_enabled",
+        "summary_threshold_tokens",
+        "retention_days",
         "context_max_tokens",
-        "context_max_messages",
-        "context_max_memories",
         "updated_at",
     )
-    list_filter = ("tenant",)
+    list_filter = ("tenant", "memory_enabled", "extraction_enabled")
     search_fields = ("tenant__slug", "agent_id")
+    fieldsets = (
+        (None, {"fields": ("tenant", "agent_id", "memory_enabled")}),
+        (
+            "Summaries and extraction",
+            {"fields": ("summary_threshold_tokens", "summary_keep_recent", "extraction_enabled")},
+        ),
+        ("Working state", {"fields": ("state_cap",)}),
+        (
+            "Context defaults",
+            {"fields": ("context_max_tokens", "context_max_messages", "context_max_memories")},
+        ),
+        ("Retention", {"fields": ("retention_days", "daily_note_retention_days")}),
+    )
