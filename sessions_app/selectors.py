@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
+from django.db import connections, router
 from django.db.models import F, QuerySet
 
 from memoryhub.accounts.models import Tenant
@@ -50,6 +53,105 @@ def session_get_for_tenant(*, tenant: Tenant, session_id: str | uuid.UUID) -> Se
     return _session_or_404(
         Session.objects.for_tenant(tenant).select_related("end_user"), session_id
     )
+
+
+# The context call's reads are written as SQL, not the ORM: they run before nearly every model
+# call a bot makes, and building them through the ORM cost several times their database time.
+
+_CONTEXT_SESSION_SQL = """
+SELECT "agent_id", "end_user_id",
+  (SELECT "text" FROM "sessions_app_summary"
+   WHERE "tenant_id" = %s AND "session_id" = "session"."id"
+   ORDER BY "through_seq" DESC LIMIT 1),
+  (SELECT "through_seq" FROM "sessions_app_summary"
+   WHERE "tenant_id" = %s AND "session_id" = "session"."id"
+   ORDER BY "through_seq" DESC LIMIT 1)
+FROM "sessions_app_session" AS "session"
+WHERE "tenant_id" = %s AND "id" = %s
+"""
+
+
+@dataclass(frozen=True)
+class SessionForContext:
+    id: uuid.UUID
+    agent_id: str
+    end_user_id: int | None
+    # The current summary (what summary_current returns), None when there is none.
+    summary_text: str | None
+    summary_through_seq: int | None
+
+
+def session_get_for_context(*, tenant: Tenant, session_id: str | uuid.UUID) -> SessionForContext:
+    """The tenant's session (as `session_get_for_tenant` finds it, or ResourceNotFound) with its
+    current summary (`summary_current`), in one query: the summary is two scalar subqueries on
+    the one session row, each a probe of the unique (session, through_seq) index."""
+    pk = _session_pk(session_id)
+    connection = connections[router.db_for_read(Session)]
+    db_pk = Session._meta.pk.get_db_prep_value(pk, connection)  # SQLite keeps UUIDs as hex
+    with connection.cursor() as cursor:
+        cursor.execute(_CONTEXT_SESSION_SQL, [tenant.pk, tenant.pk, tenant.pk, db_pk])
+        row = cursor.fetchone()
+    if row is None:
+        raise ResourceNotFound("No such session.")
+    agent_id, end_user_id, summary_text, summary_through_seq = row
+    return SessionForContext(
+        id=pk,
+        agent_id=agent_id,
+        end_user_id=end_user_id,
+        summary_text=summary_text,
+        summary_through_seq=summary_through_seq,
+    )
+
+
+_CONTEXT_MESSAGES_SQL = """
+SELECT "seq", "role", "content", "name", "tool_call_id", "tool_calls", "token_count"
+FROM "sessions_app_message"
+WHERE "tenant_id" = %s AND "session_id" = %s
+ORDER BY "seq" DESC
+LIMIT %s
+"""
+
+
+class MessageRow(NamedTuple):
+    seq: int
+    role: str
+    content: str
+    name: str
+    tool_call_id: str
+    tool_calls: Any
+    token_count: int
+
+
+@dataclass(frozen=True)
+class MessageTail:
+    messages: list[MessageRow]  # oldest first
+    has_more: bool  # older messages exist
+
+
+def message_tail_for_context(*, tenant: Tenant, session_id: uuid.UUID, last: int) -> MessageTail:
+    """The last `last` messages of a session the caller has already found, in seq order: what
+    `message_page_for_tenant(last=...)` returns, minus what the context does not use (no
+    Message objects, no join for last_seq, no second query for an empty page)."""
+    connection = connections[router.db_for_read(Message)]
+    db_session_id = Session._meta.pk.get_db_prep_value(session_id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_CONTEXT_MESSAGES_SQL, [tenant.pk, db_session_id, max(last, 0) + 1])
+        rows = cursor.fetchall()
+    newest_first = [
+        MessageRow(
+            seq,
+            role,
+            content,
+            name,
+            tool_call_id,
+            # Both databases hand JSON back as text to a plain cursor (Django's psycopg setup
+            # loads jsonb as text too); the field has no custom decoder.
+            None if tool_calls is None else json.loads(tool_calls),
+            token_count,
+        )
+        for seq, role, content, name, tool_call_id, tool_calls, token_count in rows
+    ]
+    return MessageTail(messages=newest_first[:last][::-1], has_more=len(newest_first) > last)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from django.db import connections, router
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
@@ -16,7 +17,7 @@ from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.jsonfilters import filter_json_list_contains_all
 from memoryhub.core.search import FullTextRanker, Ranker
 
-FACT_RANKER: Ranker = FullTextRanker(
+FACT_RANKER = FullTextRanker(
     column="search_text", fts_table="facts_app_fact_fts", pg_vector_column="search_vector"
 )
 
@@ -98,4 +99,54 @@ def fact_search(
     )
     return [
         ScoredFact(fact=by_id[item.id], score=item.score) for item in scored if item.id in by_id
+    ]
+
+
+@dataclass(frozen=True)
+class FactHit:
+    id: int
+    content: str
+    score: float
+
+
+def fact_search_for_person(
+    *,
+    tenant_id: int,
+    end_user_id: int,
+    query: str,
+    top_k: int = 10,
+    ranker: FullTextRanker = FACT_RANKER,
+) -> list[FactHit]:
+    """The `top_k` current facts of one person most relevant to `query`, best first: what
+    `fact_search` finds with `FactFilters(user_id=<that person's id>)`, as id, content and
+    score only. Raises EmptySearchQuery.
+
+    One query, written as SQL around the ranker's match and score: this runs before nearly
+    every model call a bot makes, where `fact_search` builds its statement through the ORM
+    (several times the database's time) and then loads the hits by id in a second query.
+    The person is named by id, which spares the join on end users.
+    """
+    connection = connections[router.db_for_read(Fact)]
+    rank = ranker.sql(query=query, model=Fact, connection=connection)
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    # What fact_list_for_tenant filters by default (not superseded, not expired), then the
+    # ranker's match, in FullTextRanker.rank's order.
+    sql = f"""
+        SELECT "facts_app_fact"."id", {rank.score} AS "score", "facts_app_fact"."content"
+        FROM "facts_app_fact"
+        WHERE "facts_app_fact"."tenant_id" = %s AND "facts_app_fact"."end_user_id" = %s
+          AND "facts_app_fact"."superseded_by_id" IS NULL
+          AND ("facts_app_fact"."valid_until" IS NULL OR "facts_app_fact"."valid_until" > %s)
+          AND {rank.match}
+        ORDER BY "score" DESC, "facts_app_fact"."id" DESC
+        LIMIT %s
+    """  # noqa: S608 (the fragments are the ranker's fixed SQL; user text goes in as parameters)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql, [*rank.score_params, tenant_id, end_user_id, now, *rank.match_params, top_k]
+        )
+        rows = cursor.fetchall()
+    return [
+        FactHit(id=fact_id, content=content, score=float(score or 0))
+        for fact_id, score, content in rows
     ]

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django.db import connections
-from django.db.models import BooleanField, FloatField, QuerySet
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import BooleanField, FloatField, Model, QuerySet
 from django.db.models.expressions import RawSQL
 
 MAX_QUERY_TERMS = 32
@@ -67,6 +68,16 @@ class Ranker(Protocol):
 
 
 @dataclass(frozen=True)
+class RankSQL:
+    """A full-text match and its score as SQL fragments with their parameters."""
+
+    match: str
+    match_params: list[Any]
+    score: str
+    score_params: list[Any]
+
+
+@dataclass(frozen=True)
 class FullTextRanker:
     """Ranks rows of one model by one text column.
 
@@ -82,12 +93,13 @@ class FullTextRanker:
     # running to_tsvector on every candidate row).
     pg_vector_column: str | None = None
 
-    def rank(self, *, query: str, candidates: QuerySet[Any], limit: int) -> list[ScoredId]:
+    def sql(self, *, query: str, model: type[Model], connection: BaseDatabaseWrapper) -> RankSQL:
+        """The match condition and the score of `query` over `model`'s table, as SQL that
+        names the table by its own name (no alias). Raises EmptySearchQuery."""
         terms = search_terms(query)
-        connection = connections[candidates.db]
         quote = connection.ops.quote_name
-        table = quote(candidates.model._meta.db_table)
-        pk = quote(candidates.model._meta.pk.column)
+        table = quote(model._meta.db_table)
+        pk = quote(model._meta.pk.column)
         if connection.vendor == "postgresql":
             # Terms are letters and digits only, so joining them with | cannot form other syntax.
             tsquery = " | ".join(terms)
@@ -97,25 +109,32 @@ class FullTextRanker:
                 else f"to_tsvector('english'::regconfig, {table}.{quote(self.column)})"
             )
             tsq = "to_tsquery('english'::regconfig, %s)"
-            match = RawSQL(f"{vector} @@ {tsq}", [tsquery], output_field=BooleanField())
-            score = RawSQL(f"ts_rank_cd({vector}, {tsq})", [tsquery], output_field=FloatField())
-        elif connection.vendor == "sqlite":
+            return RankSQL(
+                match=f"{vector} @@ {tsq}",
+                match_params=[tsquery],
+                score=f"ts_rank_cd({vector}, {tsq})",
+                score_params=[tsquery],
+            )
+        if connection.vendor == "sqlite":
             # Each term double-quoted: FTS5 reads a quoted string as plain text, never syntax.
             fts_query = " OR ".join(f'"{term}"' for term in terms)
             fts = quote(self.fts_table)
-            match = RawSQL(
-                f"{table}.{pk} IN (SELECT rowid FROM {fts} WHERE {fts} MATCH %s)",
-                [fts_query],
-                output_field=BooleanField(),
+            return RankSQL(
+                match=f"{table}.{pk} IN (SELECT rowid FROM {fts} WHERE {fts} MATCH %s)",
+                match_params=[fts_query],
+                score=(
+                    f"(SELECT -bm25({fts}) FROM {fts} WHERE {fts} MATCH %s "
+                    f"AND {fts}.rowid = {table}.{pk})"
+                ),
+                score_params=[fts_query],
             )
-            score = RawSQL(
-                f"(SELECT -bm25({fts}) FROM {fts} WHERE {fts} MATCH %s "
-                f"AND {fts}.rowid = {table}.{pk})",
-                [fts_query],
-                output_field=FloatField(),
-            )
-        else:  # pragma: no cover - settings refuse other engines
-            raise NotImplementedError(connection.vendor)
+        raise NotImplementedError(connection.vendor)  # pragma: no cover - settings refuse others
+
+    def rank(self, *, query: str, candidates: QuerySet[Any], limit: int) -> list[ScoredId]:
+        connection = connections[candidates.db]
+        parts = self.sql(query=query, model=candidates.model, connection=connection)
+        match = RawSQL(parts.match, parts.match_params, output_field=BooleanField())
+        score = RawSQL(parts.score, parts.score_params, output_field=FloatField())
         rows = (
             candidates.filter(match)
             .annotate(_score=score)

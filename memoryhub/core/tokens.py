@@ -78,3 +78,25 @@ def count_tokens(text: str) -> int:
     if not text:
         return 0
     return _counter()[1](text)
+
+
+# Context assembly counts the same pieces call after call: a session's last messages, a person's
+# memories, facts and notes change far more slowly than bots ask for context. Only short pieces
+# are kept, so the cache stays small (at most CACHED_COUNTS x CACHED_TEXT_MAX_CHARS characters
+# per process) while the whole renderings, counted once per call, are not kept at all.
+CACHED_COUNTS = 4096
+CACHED_TEXT_MAX_CHARS = 2048
+
+
+@functools.lru_cache(maxsize=CACHED_COUNTS)
+def _count_cached(text: str) -> int:
+    return _counter()[1](text)
+
+
+def count_tokens_cached(text: str) -> int:
+    """`count_tokens`, remembering the counts of short texts (an LRU per process)."""
+    if not text:
+        return 0
+    if len(text) > CACHED_TEXT_MAX_CHARS:
+        return _counter()[1](text)
+    return _count_cached(text)

@@ -11,11 +11,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memoryhub.accounts.selectors import memory_policy_for
-from memoryhub.context import Budget, assemble_context, render_markdown, render_messages
+from memoryhub.context import (
+    Budget,
+    ContextInputs,
+    assemble_context,
+    render_markdown,
+    render_messages,
+)
 from memoryhub.context.gather import context_inputs_for_session
 from memoryhub.core.api import TenantScopedAPIView
 from memoryhub.core.fields import StrictCharField
-from memoryhub.core.tokens import count_tokens
+from memoryhub.core.tokens import count_tokens_cached
 from sessions_app import selectors
 from sessions_app.api.views import NOT_FOUND, SESSION_ID_PARAMETER
 
@@ -61,6 +67,9 @@ class ContextOutputSerializer(serializers.Serializer[Any]):
         help_text="Tokens of what is returned; never above max_tokens."
     )
     max_tokens = serializers.IntegerField()
+    memory_enabled = serializers.BooleanField(
+        help_text="False when the agent's memory policy turns memory off: the context is empty."
+    )
     sections = ContextSectionSerializer(many=True)
 
 
@@ -82,21 +91,29 @@ class SessionContextView(TenantScopedAPIView):
         query = ContextQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
-        policy = memory_policy_for(tenant=self.tenant, agent_id=session.agent_id)
+        tenant = self.tenant
+        # The session and its current summary in one query (the gather needs both).
+        found = selectors.session_get_for_context(tenant=tenant, session_id=session_id)
+        policy = memory_policy_for(tenant=tenant, agent_id=found.agent_id)
         budget = Budget(
             max_tokens=params.get("max_tokens", policy.context_max_tokens),
             max_messages=params.get("max_messages", policy.context_max_messages),
             max_memories=params.get("max_memories", policy.context_max_memories),
         )
-        inputs = context_inputs_for_session(
-            tenant=self.tenant,
-            session=session,
-            budget=budget,
-            query=params.get("query", ""),
-            today=timezone.now().date(),
+        today = timezone.now().date()
+        # Memory off (the agent's policy): an empty context, not an error (seed 004).
+        inputs = (
+            context_inputs_for_session(
+                tenant=tenant,
+                found=found,
+                budget=budget,
+                query=params.get("query", ""),
+                today=today,
+            )
+            if policy.memory_enabled
+            else ContextInputs(today=today)
         )
-        context = assemble_context(inputs=inputs, budget=budget, count_tokens=count_tokens)
+        context = assemble_context(inputs=inputs, budget=budget, count_tokens=count_tokens_cached)
         as_markdown = params["format"] == "markdown"
         return Response(
             {
@@ -105,6 +122,7 @@ class SessionContextView(TenantScopedAPIView):
                 "messages": None if as_markdown else render_messages(context),
                 "tokens": context.markdown_tokens if as_markdown else context.messages_tokens,
                 "max_tokens": context.max_tokens,
+                "memory_enabled": policy.memory_enabled,
                 "sections": [
                     {
                         "name": section.name,

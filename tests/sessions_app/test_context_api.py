@@ -126,6 +126,7 @@ def test_the_cost_follows_the_budget_not_the_history(
 ):
     api.get(context_url(chatty_session))
 
-    # key, session, policy, messages, memories x2, fact search + load, notes x2
-    with django_assert_max_num_queries(11):
+    # key, session with its summary, policy, messages, memories (both lists), fact search,
+    # notes (long-term and daily together)
+    with django_assert_max_num_queries(7):
         api.get(context_url(chatty_session))

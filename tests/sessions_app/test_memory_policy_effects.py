@@ -175,3 +175,16 @@ def test_the_state_cap_comes_from_the_policy(api, session, tenant):
     assert response.json()["evicted"] == ["a"]
     listing = api.get(f"/api/v1/sessions/{session.id}/state/").json()
     assert (listing["cap"], [entry["key"] for entry in listing["results"]]) == (2, ["b", "c"])
+
+
+def test_the_context_is_empty_and_says_so_when_memory_is_off(api, session, tenant):
+    fill(session, 4)
+    MemoryPolicy.objects.create(tenant=tenant, agent_id="chat", memory_enabled=False)
+
+    response = api.get(f"/api/v1/sessions/{session.id}/context/")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["memory_enabled"] is False
+    assert all(not section["included"] for section in body["sections"])
+    assert "m0" not in body["content"]
