@@ -164,8 +164,10 @@ def _facts_store(
 ) -> ExtractionResult | None:
     through_seq = exchange[-1].seq
     with transaction.atomic():
+        # Lock the session row only: end_user is the nullable side of an outer join, which
+        # PostgreSQL refuses to lock.
         locked = (
-            Session.objects.select_for_update()
+            Session.objects.select_for_update(of=("self",))
             .filter(pk=session.pk)
             .select_related("tenant", "end_user")
             .first()

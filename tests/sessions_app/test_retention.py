@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import threading
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.utils import timezone
 
 from facts_app.models import Fact, Note, UserMemory
@@ -277,10 +279,27 @@ class TestTheTask:
 
     def test_a_second_run_while_one_holds_the_lock_does_nothing(self, tenant):
         conversation(tenant, last_active=timezone.now() - 91 * DAY)
+        holding, release = threading.Event(), threading.Event()
 
-        with exclusive_run(tasks.RETENTION_LOCK) as acquired:
-            assert acquired
+        def hold_the_lock() -> None:
+            # Another thread has its own database connection: a lock held elsewhere, as by a
+            # run in another worker (PostgreSQL advisory locks are re-entrant per connection).
+            try:
+                with exclusive_run(tasks.RETENTION_LOCK) as acquired:
+                    assert acquired
+                    holding.set()
+                    release.wait(timeout=30)
+            finally:
+                connection.close()
+
+        holder = threading.Thread(target=hold_the_lock)
+        holder.start()
+        try:
+            assert holding.wait(timeout=30)
             assert tasks.retention_cleanup.apply().get() is None
+        finally:
+            release.set()
+            holder.join(timeout=30)
 
         assert Session.objects.count() == 1
         assert tasks.retention_cleanup.apply().get() is not None
