@@ -22,6 +22,7 @@ import uuid
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from memoryhub.accounts.models import AuditAction, Tenant
@@ -40,18 +41,31 @@ def _session_for(*, tenant: Tenant, session_id: uuid.UUID) -> Session:
     return session
 
 
-def purge_session(
-    *, tenant: Tenant, session_id: uuid.UUID, dry_run: bool, actor: Actor
+def _purge_object(
+    *, obj: Model, tenant: Tenant, dry_run: bool, actor: Actor, object_type: str, object_id: str
 ) -> dict[str, int]:
-    session = _session_for(tenant=tenant, session_id=session_id)
     if dry_run:
-        return deletion_counts(obj=session)
+        return deletion_counts(obj=obj)
     return audited_delete(
-        obj=session,
+        obj=obj,
         tenant=tenant,
         actor_type=actor.type,
         actor=actor.name,
         action=AuditAction.PURGE,
+        object_type=object_type,
+        object_id=object_id,
+    )
+
+
+def purge_session(
+    *, tenant: Tenant, session_id: uuid.UUID, dry_run: bool, actor: Actor
+) -> dict[str, int]:
+    session = _session_for(tenant=tenant, session_id=session_id)
+    return _purge_object(
+        obj=session,
+        tenant=tenant,
+        dry_run=dry_run,
+        actor=actor,
         object_type="session",
         object_id=str(session.pk),
     )
@@ -59,14 +73,11 @@ def purge_session(
 
 def purge_user(*, tenant: Tenant, user_id: str, dry_run: bool, actor: Actor) -> dict[str, int]:
     end_user = end_user_get_for_tenant(tenant=tenant, external_id=user_id)
-    if dry_run:
-        return deletion_counts(obj=end_user)
-    return audited_delete(
+    return _purge_object(
         obj=end_user,
         tenant=tenant,
-        actor_type=actor.type,
-        actor=actor.name,
-        action=AuditAction.PURGE,
+        dry_run=dry_run,
+        actor=actor,
         object_type="end_user",
         object_id=end_user.external_id,
     )

@@ -173,27 +173,18 @@ def conversations_prune(
         return counts
     # Messages first, oldest first along (tenant, created_at): an expired session's messages
     # are all older than its last activity, so its own delete below is small.
-    _delete_in_batches(
-        queryset=scope.expired_messages(),
-        order_by=("created_at", "pk"),
-        batch_size=batch_size,
-        counts=counts,
-        progress=progress,
-    )
-    _delete_in_batches(
-        queryset=scope.replaced_summaries(),
-        order_by=("created_at", "pk"),
-        batch_size=batch_size,
-        counts=counts,
-        progress=progress,
-    )
-    _delete_in_batches(
-        queryset=sessions,
-        order_by=("last_active_at", "pk"),
-        batch_size=batch_size,
-        counts=counts,
-        progress=progress,
-    )
+    for queryset, order_by in (
+        (scope.expired_messages(), ("created_at", "pk")),
+        (scope.replaced_summaries(), ("created_at", "pk")),
+        (sessions, ("last_active_at", "pk")),
+    ):
+        _delete_in_batches(
+            queryset=queryset,
+            order_by=order_by,
+            batch_size=batch_size,
+            counts=counts,
+            progress=progress,
+        )
     return counts
 
 
