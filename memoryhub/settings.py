@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "memoryhub.accounts",
     "memoryhub.core",
     "memoryhub.llm",
+    "memoryhub.transfer",
     "sessions_app",
     "facts_app",
 ]

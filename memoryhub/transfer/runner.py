@@ -1,0 +1,45 @@
+"""Feed a reader's records to the sink, one at a time, with a progress callback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from memoryhub.accounts.models import Tenant
+from memoryhub.transfer.sink import ImportSink
+from memoryhub.transfer.types import (
+    ImportedFact,
+    ImportedMemory,
+    ImportedNote,
+    ImportedSession,
+    ImportReport,
+    Item,
+    Skipped,
+)
+
+
+def import_items(
+    *,
+    tenant: Tenant,
+    source: str,
+    items: Iterable[Item],
+    dry_run: bool = False,
+    progress: Callable[[Item], None] | None = None,
+) -> ImportReport:
+    """Import every record `items` yields into `tenant`; see ImportSink for the guarantees."""
+    sink = ImportSink(tenant=tenant, source=source, dry_run=dry_run)
+    for item in items:
+        if isinstance(item, Skipped):
+            sink.report.skipped.append(item)
+        elif isinstance(item, ImportedSession):
+            sink.session(item)
+        elif isinstance(item, ImportedMemory):
+            sink.memory(item)
+        elif isinstance(item, ImportedFact):
+            sink.fact(item)
+        elif isinstance(item, ImportedNote):
+            sink.note(item)
+        else:  # pragma: no cover - a reader bug, not bad input
+            raise TypeError(f"not an import record: {item!r}")
+        if progress is not None:
+            progress(item)
+    return sink.finish()
