@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from memoryhub.accounts.models import AuditAction, EndUser
@@ -37,12 +38,6 @@ def end_user_export(*, end_user: EndUser, actor_type: str, actor: str) -> dict[s
         action=AuditAction.EXPORT,
         object_type="end_user",
         object_id=end_user.external_id,
-        counts={
-            "sessions": len(document["sessions"]),
-            "messages": sum(len(session["messages"]) for session in document["sessions"]),
-            "memories": len(document["memories"]),
-            "facts": len(document["facts"]),
-            "notes": len(document["notes"]),
-        },
+        counts=dict(Counter(record["type"] for record in document["records"])),
     )
     return document

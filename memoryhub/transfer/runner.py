@@ -7,9 +7,11 @@ from collections.abc import Callable, Iterable
 from memoryhub.accounts.models import Tenant
 from memoryhub.transfer.sink import ImportSink
 from memoryhub.transfer.types import (
+    ImportedEndUser,
     ImportedFact,
     ImportedMemory,
     ImportedNote,
+    ImportedPolicy,
     ImportedSession,
     ImportReport,
     Item,
@@ -38,6 +40,10 @@ def import_items(
             sink.fact(item)
         elif isinstance(item, ImportedNote):
             sink.note(item)
+        elif isinstance(item, ImportedEndUser):
+            sink.end_user(item)
+        elif isinstance(item, ImportedPolicy):
+            sink.policy(item)
         else:  # pragma: no cover - a reader bug, not bad input
             raise TypeError(f"not an import record: {item!r}")
         if progress is not None:

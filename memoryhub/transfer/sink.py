@@ -21,6 +21,7 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Model
 from django.utils import timezone
@@ -35,15 +36,17 @@ from facts_app.models import (
     UserMemoryVersion,
 )
 from facts_app.services.facts import fact_content_hash, fact_search_text
-from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, EndUser, Tenant
+from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, EndUser, MemoryPolicy, Tenant
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.exceptions import InvalidInput
 from memoryhub.core.tokens import count_tokens
 from memoryhub.transfer.models import ImportedRecord
 from memoryhub.transfer.types import (
+    ImportedEndUser,
     ImportedFact,
     ImportedMemory,
     ImportedNote,
+    ImportedPolicy,
     ImportedSession,
     ImportReport,
     Origin,
@@ -62,6 +65,8 @@ from sessions_app.models import (
 
 MESSAGE_CHUNK = 1000
 _KIND_MODELS: dict[str, type[Model]] = {
+    "end_users": EndUser,
+    "memory_policies": MemoryPolicy,
     "sessions": Session,
     "user_memories": UserMemory,
     "facts": Fact,
@@ -222,6 +227,59 @@ class ImportSink:
                 return None
             self._sessions[source_session_id] = uuid.UUID(found)
         return self._sessions[source_session_id]
+
+    # --- people and settings --------------------------------------------------------------------
+    def end_user(self, item: ImportedEndUser) -> None:
+        self._run(
+            kind="end_users",
+            source_id=item.source_id,
+            origin=item.origin,
+            write=lambda: self._write_end_user(item),
+        )
+
+    def _write_end_user(self, item: ImportedEndUser) -> int:
+        end_user = self._end_user(item.user_id)
+        _json_size(item.metadata, what="person metadata", max_bytes=_limit("METADATA_MAX_BYTES"))
+        stamps: dict[str, Any] = {
+            "display_name": _text(item.display_name, what="display name")[:200],
+            "metadata": item.metadata,
+        }
+        created_at = _aware(item.created_at, what="person created_at")
+        if created_at is not None:
+            stamps["created_at"] = created_at
+        EndUser.objects.filter(pk=end_user.pk).update(**stamps)
+        return end_user.pk
+
+    def policy(self, item: ImportedPolicy) -> None:
+        self._run(
+            kind="memory_policies",
+            source_id=item.source_id,
+            origin=item.origin,
+            write=lambda: self._write_policy(item),
+        )
+
+    def _write_policy(self, item: ImportedPolicy) -> int:
+        if MemoryPolicy.objects.filter(tenant=self.tenant, agent_id=item.agent_id).exists():
+            raise RecordRejected(
+                f"this tenant already has a memory policy for agent {item.agent_id!r}; "
+                "it is kept as it is."
+            )
+        known = {f.name for f in MemoryPolicy._meta.concrete_fields} - {
+            "id",
+            "tenant",
+            "agent_id",
+            "updated_at",
+        }
+        unknown = sorted(set(item.values) - known)
+        if unknown:
+            raise RecordRejected(f"unknown memory policy fields: {', '.join(unknown)}.")
+        policy = MemoryPolicy(tenant=self.tenant, agent_id=item.agent_id, **item.values)
+        try:
+            policy.full_clean(exclude=["tenant"])
+        except ValidationError as error:
+            raise RecordRejected(f"invalid memory policy: {error.message_dict}") from None
+        policy.save()
+        return policy.pk
 
     # --- sessions -------------------------------------------------------------------------------
     def session(self, item: ImportedSession) -> None:

@@ -130,6 +130,28 @@ class ImportedNote:
     versions: list[ImportedNoteVersion]
 
 
+@dataclass
+class ImportedEndUser:
+    """A person with what MemoryHub keeps on them beside their memory (MemoryHub's format)."""
+
+    source_id: str
+    origin: Origin
+    user_id: str
+    display_name: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: dt.datetime | None = None
+
+
+@dataclass
+class ImportedPolicy:
+    """A memory policy row (MemoryHub's format): `values` are MemoryPolicy fields by name."""
+
+    source_id: str
+    origin: Origin
+    agent_id: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Skipped:
     kind: str
@@ -166,4 +188,12 @@ class ImportReport:
         return out
 
 
-Item = ImportedSession | ImportedMemory | ImportedFact | ImportedNote | Skipped
+Item = (
+    ImportedSession
+    | ImportedMemory
+    | ImportedFact
+    | ImportedNote
+    | ImportedEndUser
+    | ImportedPolicy
+    | Skipped
+)

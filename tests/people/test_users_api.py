@@ -10,11 +10,12 @@ from facts_app.services.facts import fact_create
 from facts_app.services.memories import memory_save
 from memoryhub.accounts.models import AuditAction, AuditEvent, EndUser, IdempotencyRecord
 from memoryhub.accounts.services import end_user_get_or_create
-from memoryhub.people.export import EXPORT_FORMAT, EXPORT_SCHEMA_VERSION
+from memoryhub.transfer.export import EXPORT_FORMAT, EXPORT_SCHEMA_VERSION
 from sessions_app import services as session_services
 from sessions_app.models import Message, Session, StateEntry
 from sessions_app.services import MessageInput
 from sessions_app.summaries import summary_set
+from sessions_app.task_services import plan_create, task_context_create
 from tests.conftest import client_for
 
 SACHI = "whatsapp:+4912345"
@@ -66,6 +67,15 @@ def remember_everything(tenant, user_id: str) -> EndUser:
         request_hash="x",
         response_status=201,
         response_body={"content": "I like peanuts"},
+    )
+    plan_create(tenant=tenant, plan_id=f"plan:{user_id}", goal_event="g", session_id=session.pk)
+    task_context_create(
+        tenant=tenant,
+        task_id=f"task:{user_id}",
+        event_type="e",
+        plan_id=f"plan:{user_id}",
+        session_id=session.pk,
+        sub_tasks=[f"sub:{user_id}"],
     )
     return end_user
 
@@ -120,9 +130,12 @@ def test_erasure_leaves_nothing_of_the_person_and_everything_of_others(tenant, m
         "idempotency_records": 1,
         "messages": 2,
         "notes": 2,
+        "plans": 1,
         "sessions": 1,
         "state_entries": 1,
+        "sub_tasks": 1,
         "summaries": 1,
+        "task_contexts": 1,
         "user_memories": 1,
         "user_memory_versions": 1,
     }
@@ -177,6 +190,10 @@ def test_erasure_needs_the_purge_scope(api, tenant):
     assert EndUser.objects.filter(external_id=SACHI).exists()
 
 
+def records_of(document: dict, kind: str) -> list[dict]:
+    return [record for record in document["records"] if record["type"] == kind]
+
+
 def test_export_holds_everything_in_a_versioned_document(api, tenant):
     remember_everything(tenant, SACHI)
     remember_everything(tenant, BOB)
@@ -187,17 +204,15 @@ def test_export_holds_everything_in_a_versioned_document(api, tenant):
     document = response.json()
     assert document["format"] == EXPORT_FORMAT
     assert document["schema_version"] == EXPORT_SCHEMA_VERSION
-    assert document["user"]["user_id"] == SACHI
-    assert [m["content"] for m in document["sessions"][0]["messages"]] == [
-        "I like peanuts",
-        "Noted",
-    ]
-    assert document["sessions"][0]["state"][0]["key"] == "working_memory"
-    assert document["sessions"][0]["summaries"][0]["text"] == "The user likes peanuts."
-    assert document["memories"][0]["content"] == "cashews"
-    assert document["memories"][0]["versions"][0]["content"] == "peanuts"
-    assert [fact["content"] for fact in document["facts"]] == [f"{SACHI} likes peanuts"]
-    assert {note["kind"] for note in document["notes"]} == {"long_term", "daily"}
+    assert document["user_id"] == SACHI
+    assert [person["user_id"] for person in records_of(document, "end_user")] == [SACHI]
+    assert [m["content"] for m in records_of(document, "message")] == ["I like peanuts", "Noted"]
+    assert records_of(document, "state")[0]["key"] == "working_memory"
+    assert records_of(document, "summary")[0]["text"] == "The user likes peanuts."
+    memory = records_of(document, "memory")[0]
+    assert (memory["content"], memory["versions"][0]["content"]) == ("cashews", "peanuts")
+    assert [fact["content"] for fact in records_of(document, "fact")] == [f"{SACHI} likes peanuts"]
+    assert {note["kind"] for note in records_of(document, "note")} == {"long_term", "daily"}
     assert BOB not in response.content.decode()
     assert AuditEvent.objects.filter(
         tenant=tenant, action=AuditAction.EXPORT, object_id=SACHI
@@ -205,7 +220,7 @@ def test_export_holds_everything_in_a_versioned_document(api, tenant):
 
 
 def test_export_then_erase_round_trip_keeps_the_whole_document(tenant, make_key):
-    """What a later import will read: the export taken before erasure still holds every row."""
+    """The export taken before erasure holds every row, and imports back whole."""
     _, secret = make_key(tenant, scopes=["read", "write", "purge"])
     client = client_for(secret)
     remember_everything(tenant, SACHI)
@@ -223,13 +238,13 @@ def test_export_then_erase_round_trip_keeps_the_whole_document(tenant, make_key)
     client.delete(f"/api/v1/users/{SACHI}/")
 
     assert {
-        "sessions": len(document["sessions"]),
-        "messages": sum(len(s["messages"]) for s in document["sessions"]),
-        "state": sum(len(s["state"]) for s in document["sessions"]),
-        "memories": len(document["memories"]),
-        "versions": sum(len(m["versions"]) for m in document["memories"]),
-        "facts": len(document["facts"]),
-        "notes": len(document["notes"]),
+        "sessions": len(records_of(document, "session")),
+        "messages": len(records_of(document, "message")),
+        "state": len(records_of(document, "state")),
+        "memories": len(records_of(document, "memory")),
+        "versions": sum(len(m["versions"]) for m in records_of(document, "memory")),
+        "facts": len(records_of(document, "fact")),
+        "notes": sum(len(n["versions"]) for n in records_of(document, "note")),
     } == counts_before
     assert Session.objects.count() == Fact.objects.count() == Note.objects.count() == 0
 
