@@ -44,10 +44,12 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    "django_htmx",
     "memoryhub.accounts",
     "memoryhub.core",
     "memoryhub.llm",
     "memoryhub.transfer",
+    "memoryhub.web",
     "sessions_app",
     "facts_app",
 ]
@@ -60,10 +62,14 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "memoryhub.urls"
+LOGIN_URL = "web:login"
+LOGIN_REDIRECT_URL = "web:dashboard"
+LOGOUT_REDIRECT_URL = "web:login"
 WSGI_APPLICATION = "memoryhub.wsgi.application"
 ASGI_APPLICATION = "memoryhub.asgi.application"
 
@@ -77,6 +83,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "memoryhub.web.context.navigation",
             ],
         },
     },
@@ -145,7 +152,6 @@ STORAGES = {
 }
 # A page referring to a file missing from the manifest gets its plain URL instead of a 500.
 WHITENOISE_MANIFEST_STRICT = False
-LOGIN_URL = "admin:login"
 
 # --- Security (production: DJANGO_DEBUG off) ---------------------------------------------------
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -1,18 +1,11 @@
 from django.contrib import admin
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from memoryhub import health
 
-
-def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html")
-
-
 urlpatterns = [
-    path("", home, name="home"),
+    path("", include("memoryhub.web.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("sessions_app.api.urls")),
     path("api/v1/", include("facts_app.api.urls")),

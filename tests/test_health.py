@@ -40,8 +40,9 @@ def test_an_unknown_api_url_is_a_json_404(client):
 
 
 @pytest.mark.django_db
-def test_the_home_page_links_to_the_docs(client):
-    response = client.get("/")
+def test_the_home_page_asks_to_log_in_and_links_to_the_docs(client):
+    response = client.get("/", follow=True)
 
+    assert response.redirect_chain == [("/login/?next=/", 302)]
     assert response.status_code == 200
     assert b"/api/docs/" in response.content

@@ -29,6 +29,7 @@ from django.utils import timezone
 from facts_app.models import (
     MEMORY_KEY_MAX_LENGTH,
     MEMORY_KEY_PATTERN,
+    RESERVED_MEMORY_KEY_PREFIXES,
     Fact,
     Note,
     NoteKind,
@@ -312,7 +313,9 @@ class ImportSink:
             metadata=item.metadata,
             last_active_at=_aware(item.last_active_at, what="last_active_at") or created_at,
         )
-        last_seq, count, tokens, token_by_seq = self._write_messages(session=session, item=item)
+        last_seq, count, tokens, token_by_seq = self._write_messages(
+            session=session, item=item, default_time=created_at
+        )
         for position, entry in enumerate(item.state, start=1):
             if not entry.key or len(entry.key) > STATE_KEY_MAX_LENGTH:
                 raise RecordRejected(f"state key {entry.key!r} is empty or too long.")
@@ -364,7 +367,7 @@ class ImportSink:
         return session.pk
 
     def _write_messages(
-        self, *, session: Session, item: ImportedSession
+        self, *, session: Session, item: ImportedSession, default_time: dt.datetime
     ) -> tuple[int, int, int, dict[int, int]]:
         """Insert the messages in chunks; returns last seq, count, tokens, tokens per seq (only
         up to the summaries' range is needed, but seqs are few compared with contents)."""
@@ -401,8 +404,9 @@ class ImportSink:
                         tool_calls=message.tool_calls,
                         metadata=message.metadata,
                         token_count=token_count,
+                        # A message without a time of its own gets its session's.
                         created_at=_aware(message.created_at, what=f"message {seq} time")
-                        or session.created_at,
+                        or default_time,
                     )
                 )
                 token_by_seq[seq] = token_count
@@ -424,6 +428,8 @@ class ImportSink:
     def _write_memory(self, item: ImportedMemory) -> int:
         if len(item.key) > MEMORY_KEY_MAX_LENGTH or not re.match(MEMORY_KEY_PATTERN, item.key):
             raise RecordRejected(f"memory key {item.key!r} is not {MEMORY_KEY_PATTERN}.")
+        if item.key.startswith(RESERVED_MEMORY_KEY_PREFIXES):
+            raise RecordRejected(f"memory key {item.key!r} uses a reserved prefix.")
         _text(item.content, what="memory content", max_bytes=_limit("MEMORY_CONTENT_MAX_BYTES"))
         end_user = self._end_user(item.user_id) if item.user_id else None
         if (

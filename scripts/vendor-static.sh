@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Refresh static/vendor/ from the npm registry (see static/vendor/README.md).
+set -euo pipefail
+HTMX_VERSION=2.0.11
+CHARTJS_VERSION=4.6.1
+root="$(cd "$(dirname "$0")/.." && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+npm pack --silent "htmx.org@${HTMX_VERSION}" "chart.js@${CHARTJS_VERSION}" >/dev/null
+mkdir htmx chartjs
+tar xzf "htmx.org-${HTMX_VERSION}.tgz" -C htmx
+tar xzf "chart.js-${CHARTJS_VERSION}.tgz" -C chartjs
+cp htmx/package/dist/htmx.min.js htmx/package/LICENSE "$root/static/vendor/htmx/"
+cp chartjs/package/dist/chart.umd.min.js chartjs/package/LICENSE.md "$root/static/vendor/chartjs/"
+echo "static/vendor/ now holds htmx ${HTMX_VERSION} and Chart.js ${CHARTJS_VERSION}"
