@@ -6,6 +6,10 @@ from memoryhub import health
 
 urlpatterns = [
     path("", include("memoryhub.web.urls")),
+    path("sessions/", include("sessions_app.urls")),
+    path("people/", include("memoryhub.people.page_urls")),
+    path("search/", include("facts_app.urls")),
+    path("tenant/", include("memoryhub.accounts.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("sessions_app.api.urls")),
     path("api/v1/", include("facts_app.api.urls")),

@@ -7,7 +7,7 @@ app_name = "web"
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
-    path("tenant/", views.tenant_switch, name="tenant-switch"),
+    path("switch-tenant/", views.tenant_switch, name="tenant-switch"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

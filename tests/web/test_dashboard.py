@@ -75,9 +75,9 @@ def test_switching_tenants_only_among_ones_own(member_client, tenant, other_tena
     client: Client = member_client(tenant, MembershipRole.VIEWER, also=[third])
 
     assert client.get("/").context["request"].tenant == tenant
-    client.post("/tenant/", {"tenant": "third", "next": "/"})
+    client.post("/switch-tenant/", {"tenant": "third", "next": "/"})
     assert client.get("/").context["request"].tenant == third
-    client.post("/tenant/", {"tenant": other_tenant.slug, "next": "https://evil.example/"})
+    client.post("/switch-tenant/", {"tenant": other_tenant.slug, "next": "https://evil.example/"})
     response = client.get("/")
     assert response.context["request"].tenant == third
     assert response.context["can_edit"] is False
