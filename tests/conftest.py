@@ -20,6 +20,14 @@ from tests.factories import TenantFactory
 pytest_plugins = ["tests.fakes.fixtures"]
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    skipped = terminalreporter.stats.get("skipped", [])
+    if any("tests/e2e/" in str(getattr(report, "nodeid", "")) for report in skipped):
+        from tests.e2e.conftest import SKIP_REASON
+
+        terminalreporter.write_line(f"NOTE: {SKIP_REASON}", yellow=True, bold=True)
+
+
 def pytest_report_header() -> list[str]:
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     broker = "redis" if settings.REDIS_URL else "filesystem"
