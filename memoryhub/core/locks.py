@@ -4,8 +4,8 @@ PostgreSQL: a session-level advisory lock, held by this connection; if the proce
 connection closes and the lock goes with it, so a crashed run never blocks the next. (It needs
 a real session: behind a transaction-pooling proxy such as PgBouncer in transaction mode, point
 the workers at PostgreSQL directly. Advisory locks are re-entrant within one connection, so the
-lock keeps apart processes, not two calls on one connection.) SQLite, which only ever serves one machine: an flock on a
-file beside the Celery data, released by the kernel when the process dies.
+lock keeps apart processes, not two calls on one connection.) SQLite, which only ever serves one
+machine: an flock on a file beside the Celery data, released by the kernel when the process dies.
 """
 
 from __future__ import annotations

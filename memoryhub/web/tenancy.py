@@ -18,6 +18,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django_htmx.middleware import HtmxDetails
 
 from memoryhub.accounts.models import Membership, MembershipRole, Tenant
 
@@ -27,8 +28,9 @@ View = TypeVar("View", bound=Callable[..., HttpResponse])
 
 
 class TenantRequest(HttpRequest):
-    """What `tenant_page` adds to a request (for type checkers)."""
+    """What `tenant_page` (and django-htmx's middleware) add to a request, for type checkers."""
 
+    htmx: HtmxDetails
     tenant: Tenant
     membership: Membership
     can_edit: bool
