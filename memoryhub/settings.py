@@ -214,6 +214,8 @@ MEMORYHUB_LIMITS: dict[str, int] = {
     "MESSAGES_READ_MAX": env.int("MEMORYHUB_MESSAGES_READ_MAX", default=500),
     "REQUEST_BODY_MAX_BYTES": env.int("MEMORYHUB_REQUEST_BODY_MAX_BYTES", default=8 * 1024 * 1024),
     "NOTE_CONTENT_MAX_BYTES": env.int("MEMORYHUB_NOTE_CONTENT_MAX_BYTES", default=64 * 1024),
+    "TASK_DATA_MAX_BYTES": env.int("MEMORYHUB_TASK_DATA_MAX_BYTES", default=256 * 1024),
+    "TASK_SUB_TASKS_MAX": env.int("MEMORYHUB_TASK_SUB_TASKS_MAX", default=100),
 }
 # Django refuses bodies past this before any view runs; keep it in step with our own limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYHUB_LIMITS["REQUEST_BODY_MAX_BYTES"]

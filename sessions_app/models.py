@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 
 from django.db import models
@@ -172,3 +173,158 @@ class Summary(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.session_id} through #{self.through_seq}"
+
+
+# --- working state of asynchronous agents (seed 002): plans and task contexts -------------------
+
+WORK_ID_MAX_LENGTH = 255
+EVENT_NAME_MAX_LENGTH = 255
+RESPONSE_TOPIC_MAX_LENGTH = 255
+DEFAULT_RESPONSE_TOPIC = "action-results"
+
+
+def work_etag(*, kind: str, pk: int, version: int) -> str:
+    """A strong ETag for one version of a plan or task context: a hash of its primary key and
+    version. Opaque, and new for a row deleted and created again under the same id, so an ETag
+    read before the delete never matches the new row. (See sessions_app.preconditions.)"""
+    digest = hashlib.sha256(f"{kind}:{pk}:{version}".encode()).hexdigest()[:24]
+    return f'"{digest}"'
+
+
+class PlanStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+# A finished plan stays finished: a retry is a new plan, so a late event for the old one cannot
+# bring it back to life. Writing a status the plan already has is always allowed (a retry).
+PLAN_STATUS_TRANSITIONS: dict[str, frozenset[str]] = {
+    PlanStatus.RUNNING: frozenset(
+        {PlanStatus.RUNNING, PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED}
+    ),
+    PlanStatus.COMPLETED: frozenset({PlanStatus.COMPLETED}),
+    PlanStatus.FAILED: frozenset({PlanStatus.FAILED}),
+    PlanStatus.CANCELLED: frozenset({PlanStatus.CANCELLED}),
+}
+FINISHED_PLAN_STATUSES = frozenset({PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED})
+
+
+class Plan(TenantOwnedModel):
+    """A planner's state machine for one goal, kept between the events that drive it.
+
+    `version` is bumped by every write; it is the ETag, so a planner that read version 4 cannot
+    overwrite version 5 unknowingly (If-Match → 412).
+    """
+
+    plan_id = models.CharField(max_length=WORK_ID_MAX_LENGTH)
+    end_user = models.ForeignKey("accounts.EndUser", on_delete=models.CASCADE, related_name="plans")
+    # A plan worked on in a conversation is part of it: it goes with the session (purge,
+    # retention, erasure), as its messages and state do.
+    session = models.ForeignKey(
+        Session, null=True, blank=True, on_delete=models.CASCADE, related_name="plans"
+    )
+    goal_event = models.CharField(max_length=EVENT_NAME_MAX_LENGTH)
+    goal_data = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=PlanStatus.choices, default=PlanStatus.RUNNING)
+    state = models.JSONField(default=dict, blank=True)
+    version = models.PositiveBigIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "plan_id"], name="plan_unique_tenant_plan_id"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=PlanStatus.values), name="plan_status_valid"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at", "-id"], name="plan_tenant_created"),
+            models.Index(
+                fields=["tenant", "status", "-created_at", "-id"], name="plan_tenant_status"
+            ),
+            models.Index(fields=["tenant", "end_user", "status"], name="plan_user_status"),
+            # Retention: finished plans by their last change.
+            models.Index(fields=["tenant", "status", "updated_at"], name="plan_status_updated"),
+        ]
+
+    def __str__(self) -> str:
+        return self.plan_id
+
+    @property
+    def etag(self) -> str:
+        return work_etag(kind="plan", pk=self.pk, version=self.version)
+
+
+class TaskContext(TenantOwnedModel):
+    """What a worker parks while sub-agents work for it, found again by task or sub-task id.
+
+    Its sub-tasks are rows (SubTask), not a JSON list: finding the parent of a sub-task is one
+    probe of a unique index on both databases, and two result handlers each removing their own
+    sub-task change different rows instead of rewriting one list.
+    """
+
+    task_id = models.CharField(max_length=WORK_ID_MAX_LENGTH)
+    # The task is part of its plan and of its session: it goes with either.
+    plan = models.ForeignKey(
+        Plan, null=True, blank=True, on_delete=models.CASCADE, related_name="task_contexts"
+    )
+    session = models.ForeignKey(
+        Session, null=True, blank=True, on_delete=models.CASCADE, related_name="task_contexts"
+    )
+    event_type = models.CharField(max_length=EVENT_NAME_MAX_LENGTH)
+    response_event = models.CharField(max_length=EVENT_NAME_MAX_LENGTH, blank=True, default="")
+    response_topic = models.CharField(
+        max_length=RESPONSE_TOPIC_MAX_LENGTH, default=DEFAULT_RESPONSE_TOPIC
+    )
+    data = models.JSONField(default=dict, blank=True)
+    state = models.JSONField(default=dict, blank=True)
+    version = models.PositiveBigIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "task_id"], name="taskcontext_unique_tenant_task_id"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["tenant", "-created_at", "-id"], name="taskcontext_tenant_created"
+            ),
+            # Retention: task contexts by their last change.
+            models.Index(fields=["tenant", "updated_at"], name="taskcontext_tenant_updated"),
+        ]
+
+    def __str__(self) -> str:
+        return self.task_id
+
+    @property
+    def etag(self) -> str:
+        return work_etag(kind="task", pk=self.pk, version=self.version)
+
+
+class SubTask(TenantOwnedModel):
+    """One delegated sub-task a task context waits for. A sub-task id belongs to one task at a
+    time in a tenant: its unique index is also the by-sub-task lookup."""
+
+    task = models.ForeignKey(TaskContext, on_delete=models.CASCADE, related_name="sub_tasks")
+    subtask_id = models.CharField(max_length=WORK_ID_MAX_LENGTH)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "subtask_id"], name="subtask_unique_tenant_subtask_id"
+            ),
+        ]
+        # Insertion order: the order the worker delegated them in.
+        ordering = ("task", "id")
+
+    def __str__(self) -> str:
+        return self.subtask_id

@@ -29,7 +29,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import CASCADE, F, Model, Q, QuerySet
+from django.db.models import CASCADE, Exists, F, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from facts_app.models import UserMemory
@@ -43,7 +43,16 @@ from memoryhub.accounts.models import (
     Tenant,
 )
 from memoryhub.accounts.services import audit_event_record, deleted_kinds
-from sessions_app.models import Message, Session, StateEntry, Summary
+from sessions_app.models import (
+    FINISHED_PLAN_STATUSES,
+    Message,
+    Plan,
+    Session,
+    StateEntry,
+    SubTask,
+    Summary,
+    TaskContext,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -291,6 +300,9 @@ def _retention_apply(
         batch_size=batch_size,
         progress=progress,
     )
+    _task_work_prune(
+        report=report, policy=tenant_policy, now=now, batch_size=batch_size, progress=progress
+    )
     idempotency_cutoff = now - dt.timedelta(hours=settings.MEMORYHUB_IDEMPOTENCY_TTL_HOURS)
     report.cutoffs["idempotency_records"] = idempotency_cutoff.isoformat()
     _prune_simple(
@@ -357,3 +369,64 @@ def retention_prune(
         )
         for tenant in (tenants if tenants is not None else Tenant.objects.order_by("pk"))
     ]
+
+
+DEFAULT_TASK_RETENTION_DAYS = 30
+
+
+def _task_work_prune(
+    *,
+    report: PruneReport,
+    policy: MemoryPolicy | None,
+    now: dt.datetime,
+    batch_size: int,
+    progress: Progress,
+) -> None:
+    """Finished plans and task contexts unchanged for `task_retention_days` (the tenant's
+    policy; empty keeps them).
+
+    A plan is finished when its status is completed, failed or cancelled; it goes with its task
+    contexts. A task context is finished when it waits for no sub-task, or when its plan is
+    finished: a context still waiting for sub-tasks of a running plan (or of none) stays until
+    its worker deletes it, or its plan or session goes.
+    """
+    days = _policy_days(policy, "task_retention_days", DEFAULT_TASK_RETENTION_DAYS)
+    cutoff = None if days is None else now - dt.timedelta(days=days)
+    report.cutoffs["plans"] = report.cutoffs["task_contexts"] = (
+        None if cutoff is None else cutoff.isoformat()
+    )
+    if cutoff is None:
+        return
+    finished = list(FINISHED_PLAN_STATUSES)
+    plans = Plan.objects.for_tenant(report.tenant).filter(
+        status__in=finished, updated_at__lt=cutoff
+    )
+    tasks = TaskContext.objects.for_tenant(report.tenant).filter(
+        ~Exists(SubTask.objects.filter(task=OuterRef("pk"))) | Q(plan__status__in=finished),
+        updated_at__lt=cutoff,
+    )
+    if report.dry_run:
+        # Counted here, not by _prune_simple: a plan's cascade is two levels deep (its task
+        # contexts, their sub-tasks), and a context can go both ways; count each row once.
+        going = TaskContext.objects.for_tenant(report.tenant).filter(
+            Q(plan__in=plans.values("pk")) | Q(pk__in=tasks.values("pk"))
+        )
+        report.counts[_kind(Plan)] += plans.count()
+        report.counts[_kind(TaskContext)] += going.count()
+        report.counts[_kind(SubTask)] += SubTask.objects.filter(task__in=going.values("pk")).count()
+        progress("plans and task contexts", report.counts[_kind(Plan)])
+        return
+    _prune_simple(
+        report=report,
+        queryset=plans,
+        order_by=("updated_at", "pk"),
+        batch_size=batch_size,
+        progress=progress,
+    )
+    _prune_simple(
+        report=report,
+        queryset=tasks,
+        order_by=("updated_at", "pk"),
+        batch_size=batch_size,
+        progress=progress,
+    )

@@ -8,17 +8,38 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from django.db import connections, router
-from django.db.models import F, QuerySet
+from django.db.models import Count, F, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from memoryhub.accounts.models import Tenant
 from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.search import FullTextRanker, Ranker
-from sessions_app.models import Message, Session, StateEntry, Summary
+from sessions_app.models import Message, Plan, Session, StateEntry, Summary, TaskContext
 
 
 def session_list_for_tenant(*, tenant: Tenant) -> QuerySet[Session]:
-    """The tenant's sessions with their end users; the API narrows it with SessionFilter."""
-    return Session.objects.for_tenant(tenant).select_related("end_user")
+    """The tenant's sessions with their end users and how many plans and task contexts each
+    has (counted in the same query); the API narrows it with SessionFilter."""
+    return (
+        Session.objects.for_tenant(tenant)
+        .select_related("end_user")
+        .annotate(
+            plan_count=_count_per_session(Plan), task_context_count=_count_per_session(TaskContext)
+        )
+    )
+
+
+def _count_per_session(model: type[Plan] | type[TaskContext]) -> Coalesce:
+    # A correlated subquery, not Count() over joins: two joined one-to-many tables would
+    # multiply each other's rows (and the page's).
+    rows = (
+        model.objects.filter(session=OuterRef("pk"))
+        .order_by()
+        .values("session")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
+    return Coalesce(Subquery(rows, output_field=IntegerField()), 0)
 
 
 def _session_pk(session_id: str | uuid.UUID) -> uuid.UUID:

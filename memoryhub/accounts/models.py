@@ -252,6 +252,15 @@ class MemoryPolicy(models.Model):
         default=30,
         help_text="Retention of daily notes, by their day (tenant policy only). Empty: forever.",
     )
+    task_retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=30,
+        help_text=(
+            "Retention of finished plans and task contexts, by their last change (tenant policy "
+            "only). Empty: forever."
+        ),
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -287,6 +296,11 @@ class MemoryPolicy(models.Model):
                 condition=models.Q(daily_note_retention_days__isnull=True)
                 | models.Q(daily_note_retention_days__gte=1),
                 name="memorypolicy_note_retention_days_min",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(task_retention_days__isnull=True)
+                | models.Q(task_retention_days__gte=1),
+                name="memorypolicy_task_retention_days_min",
             ),
         ]
         verbose_name_plural = "memory policies"

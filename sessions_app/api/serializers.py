@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH
@@ -12,11 +13,17 @@ from memoryhub.core.fields import StrictCharField
 from memoryhub.core.limits import limit, validate_json_value, validate_text_size
 from sessions_app.models import (
     AGENT_ID_MAX_LENGTH,
+    DEFAULT_RESPONSE_TOPIC,
+    EVENT_NAME_MAX_LENGTH,
     EXTERNAL_KEY_MAX_LENGTH,
+    WORK_ID_MAX_LENGTH,
     Message,
     MessageRole,
+    Plan,
+    PlanStatus,
     Session,
     StateEntry,
+    TaskContext,
 )
 
 
@@ -55,6 +62,12 @@ class SessionPatchInputSerializer(serializers.Serializer[Any]):
 
 class SessionOutputSerializer(serializers.ModelSerializer[Session]):
     user_id = serializers.SerializerMethodField()
+    plan_count = serializers.SerializerMethodField(
+        help_text="Plans in this session: GET /plans/?session_id=…"
+    )
+    task_context_count = serializers.SerializerMethodField(
+        help_text="Task contexts in this session: GET /task-contexts/?session_id=…"
+    )
 
     class Meta:
         model = Session
@@ -70,11 +83,23 @@ class SessionOutputSerializer(serializers.ModelSerializer[Session]):
             "message_count",
             "token_count",
             "last_seq",
+            "plan_count",
+            "task_context_count",
         ]
         read_only_fields = fields
 
     def get_user_id(self, session: Session) -> str | None:
         return session.end_user.external_id if session.end_user_id else None  # type: ignore[union-attr]
+
+    # The list annotates the counts onto its one query (selectors.session_list_for_tenant); a
+    # single session counts them here, two probes of the session foreign-key indexes.
+    def get_plan_count(self, session: Session) -> int:
+        count = getattr(session, "plan_count", None)
+        return session.plans.count() if count is None else int(count)
+
+    def get_task_context_count(self, session: Session) -> int:
+        count = getattr(session, "task_context_count", None)
+        return session.task_contexts.count() if count is None else int(count)
 
 
 # --- messages -----------------------------------------------------------------------------------
@@ -274,3 +299,241 @@ class StateListSerializer(serializers.Serializer[Any]):
     results = StateEntryOutputSerializer(many=True)
     count = serializers.IntegerField()
     cap = serializers.IntegerField()
+
+
+# --- plans and task contexts (seed 002) ---------------------------------------------------------
+
+# Ids travel in URL paths: no "/" (it would split the path) and no control characters.
+WORK_ID_PATTERN = r"^[^\x00-\x1f\x7f/]+$"
+
+
+def _storable_text(value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise serializers.ValidationError(
+            "Text that is not valid Unicode.", code="invalid_unicode"
+        ) from None
+
+
+def work_id_field(*, help_text: str, **kwargs: Any) -> StrictCharField:
+    return StrictCharField(
+        max_length=WORK_ID_MAX_LENGTH,
+        trim_whitespace=False,
+        validators=[
+            RegexValidator(WORK_ID_PATTERN, "No '/' or control characters.", code="invalid"),
+            _storable_text,
+        ],
+        help_text=help_text,
+        **kwargs,
+    )
+
+
+def _event_field(*, help_text: str, **kwargs: Any) -> StrictCharField:
+    return StrictCharField(
+        max_length=EVENT_NAME_MAX_LENGTH, validators=[_storable_text], help_text=help_text, **kwargs
+    )
+
+
+def _task_json_field(*, what: str, help_text: str) -> serializers.DictField:
+    return serializers.DictField(
+        required=False,
+        validators=[
+            lambda value: validate_json_value(value, limit_name="TASK_DATA_MAX_BYTES", what=what)
+        ],
+        help_text=help_text,
+    )
+
+
+def _sub_task_list_field(*, help_text: str) -> serializers.ListField:
+    return serializers.ListField(
+        child=work_id_field(help_text="A sub-task id."),
+        required=False,
+        validators=[_sub_task_list_length],
+        help_text=help_text,
+    )
+
+
+def _sub_task_list_length(value: list[str]) -> None:
+    maximum = limit("TASK_SUB_TASKS_MAX")
+    if len(value) > maximum:
+        raise serializers.ValidationError(
+            f"At most {maximum} sub-tasks per request.", code="too_many_sub_tasks"
+        )
+
+
+class PlanCreateInputSerializer(serializers.Serializer[Any]):
+    plan_id = work_id_field(help_text="Your id for the plan, unique in the tenant.")
+    user_id = StrictCharField(
+        required=False,
+        allow_null=True,
+        max_length=END_USER_ID_MAX_LENGTH,
+        help_text="The person the plan is for; defaults to the session's person.",
+    )
+    session_id = serializers.UUIDField(
+        required=False, allow_null=True, help_text="The session the plan belongs to, if any."
+    )
+    goal_event = _event_field(help_text="The event that set the goal.")
+    goal_data = _task_json_field(what="goal_data", help_text="The goal's data.")
+    status = serializers.ChoiceField(choices=PlanStatus.choices, default=PlanStatus.RUNNING)
+    state = _task_json_field(what="state", help_text="The planner's state machine.")
+
+
+class PlanReplaceInputSerializer(serializers.Serializer[Any]):
+    """PUT: the whole plan but its id, person and session (fixed at creation)."""
+
+    goal_event = _event_field(help_text="The event that set the goal.")
+    goal_data = _task_json_field(what="goal_data", help_text="Replaces the goal's data.")
+    status = serializers.ChoiceField(
+        choices=PlanStatus.choices, help_text="A finished plan cannot go back to running."
+    )
+    state = _task_json_field(what="state", help_text="Replaces the state.")
+
+
+class PlanPatchInputSerializer(serializers.Serializer[Any]):
+    goal_event = _event_field(required=False, help_text="Replaces the goal event.")
+    goal_data = _task_json_field(
+        what="goal_data", help_text="Merged into the goal's data (RFC 7396: null removes a key)."
+    )
+    status = serializers.ChoiceField(
+        choices=PlanStatus.choices,
+        required=False,
+        help_text="running → completed | failed | cancelled; a finished plan stays finished.",
+    )
+    state = _task_json_field(
+        what="state", help_text="Merged into the state (RFC 7396: null removes a key)."
+    )
+
+
+class PlanOutputSerializer(serializers.ModelSerializer[Plan]):
+    user_id = serializers.CharField(source="end_user.external_id", read_only=True)
+    session_id = serializers.UUIDField(read_only=True, allow_null=True)
+    etag = serializers.CharField(
+        read_only=True, help_text="The ETag header's value: send it as If-Match to write."
+    )
+
+    class Meta:
+        model = Plan
+        fields = [
+            "plan_id",
+            "user_id",
+            "session_id",
+            "goal_event",
+            "goal_data",
+            "status",
+            "state",
+            "etag",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class TaskContextReplaceInputSerializer(serializers.Serializer[Any]):
+    """PUT: the whole task context but its id, sub-task list included."""
+
+    plan_id = work_id_field(
+        required=False, allow_null=True, help_text="The tenant's plan this task works for."
+    )
+    session_id = serializers.UUIDField(
+        required=False, allow_null=True, help_text="The session the task belongs to, if any."
+    )
+    event_type = _event_field(help_text="The event that started the task.")
+    response_event = _event_field(
+        required=False, allow_blank=True, default="", help_text="The event to answer with."
+    )
+    response_topic = _event_field(
+        required=False, default=DEFAULT_RESPONSE_TOPIC, help_text="Where to send the answer."
+    )
+    # DRF's metaclass moves declared fields off the class, so `.data` stays the serializer's.
+    data = _task_json_field(what="data", help_text="The original request's data.")  # type: ignore[assignment]
+    sub_tasks = _sub_task_list_field(help_text="The sub-tasks the task waits for.")
+    state = _task_json_field(what="state", help_text="The worker's own state.")
+
+
+class TaskContextCreateInputSerializer(TaskContextReplaceInputSerializer):
+    task_id = work_id_field(help_text="Your id for the task, unique in the tenant.")
+
+
+class TaskContextPatchInputSerializer(serializers.Serializer[Any]):
+    add_sub_tasks = _sub_task_list_field(
+        help_text="Attach these sub-tasks (ones already attached are skipped)."
+    )
+    remove_sub_tasks = _sub_task_list_field(
+        help_text="Detach these sub-tasks (ones not attached are skipped). Applied before adds."
+    )
+    state = _task_json_field(
+        what="state", help_text="Merged into the state (RFC 7396: null removes a key)."
+    )
+    data = _task_json_field(  # type: ignore[assignment]  # see TaskContextReplaceInputSerializer
+        what="data", help_text="Merged into the data (RFC 7396: null removes a key)."
+    )
+    event_type = _event_field(required=False, help_text="Replaces the event type.")
+    response_event = _event_field(
+        required=False, allow_blank=True, help_text="Replaces the response event."
+    )
+    response_topic = _event_field(required=False, help_text="Replaces the response topic.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        both = set(attrs.get("add_sub_tasks", [])) & set(attrs.get("remove_sub_tasks", []))
+        if both:
+            raise serializers.ValidationError(
+                {"add_sub_tasks": [f"Both added and removed: {', '.join(sorted(both))}."]}
+            )
+        return attrs
+
+
+class TaskContextOutputSerializer(serializers.ModelSerializer[TaskContext]):
+    plan_id = serializers.SerializerMethodField()
+    session_id = serializers.UUIDField(read_only=True, allow_null=True)
+    sub_tasks = serializers.SerializerMethodField(
+        help_text="The sub-tasks the task still waits for, oldest first."
+    )
+    etag = serializers.CharField(
+        read_only=True, help_text="The ETag header's value: send it as If-Match to write."
+    )
+
+    class Meta:
+        model = TaskContext
+        fields = [
+            "task_id",
+            "plan_id",
+            "session_id",
+            "event_type",
+            "response_event",
+            "response_topic",
+            "data",
+            "sub_tasks",
+            "state",
+            "etag",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    def get_plan_id(self, task: TaskContext) -> str | None:
+        return task.plan.plan_id if task.plan_id else None  # type: ignore[union-attr]
+
+    def get_sub_tasks(self, task: TaskContext) -> list[str]:
+        # .all() reads what the selector or service prefetched: no query per task.
+        return [sub_task.subtask_id for sub_task in task.sub_tasks.all()]
+
+
+class TaskContextPatchOutputSerializer(TaskContextOutputSerializer):
+    added_sub_tasks = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="The sub-tasks this request attached (not those already attached).",
+    )
+    removed_sub_tasks = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text=(
+            "The sub-tasks this request detached. With `sub_tasks` empty, this request took "
+            "the last one: exactly one request sees that."
+        ),
+    )
+
+    class Meta(TaskContextOutputSerializer.Meta):
+        fields = [*TaskContextOutputSerializer.Meta.fields, "added_sub_tasks", "removed_sub_tasks"]
+        read_only_fields = fields
