@@ -178,6 +178,12 @@ def conversations_prune(
             .filter(Q(pk__in=scope.replaced_summaries().values("pk")) | in_expired)
             .count()
         )
+        # A session's plans and task contexts (and theirs sub-tasks) go with it.
+        plans = Plan.objects.filter(in_expired)
+        tasks = TaskContext.objects.filter(in_expired | Q(plan__in=plans.values("pk")))
+        counts[_kind(Plan)] = plans.count()
+        counts[_kind(TaskContext)] = tasks.count()
+        counts[_kind(SubTask)] = SubTask.objects.filter(task__in=tasks.values("pk")).count()
         progress("dry run", sum(counts.values()))
         return counts
     # Messages first, oldest first along (tenant, created_at): an expired session's messages

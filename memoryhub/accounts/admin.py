@@ -170,5 +170,8 @@ class MemoryPolicyAdmin(admin.ModelAdmin):
             "Context defaults",
             {"fields": ("context_max_tokens", "context_max_messages", "context_max_memories")},
         ),
-        ("Retention", {"fields": ("retention_days", "daily_note_retention_days")}),
+        (
+            "Retention",
+            {"fields": ("retention_days", "daily_note_retention_days", "task_retention_days")},
+        ),
     )

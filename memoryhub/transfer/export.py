@@ -10,6 +10,8 @@
     {"type": "memory", ...}                with its earlier versions inside
     {"type": "fact", ...}                  provenance as the source session id and message seqs
     {"type": "note", ...}                  one record per note, its versions inside
+    {"type": "plan", ...}                  by plan_id, with its person and session
+    {"type": "task_context", ...}          by task_id, its sub-task ids inside
 
 `manage.py export_memory` writes these lines; `GET /users/{id}/export/` returns the same records
 for one person in one JSON document; `manage.py import_memory` reads both back. Every query
@@ -24,12 +26,12 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from facts_app.models import Fact, Note, UserMemory, UserMemoryVersion
 from memoryhub.accounts.models import EndUser, MemoryPolicy, Tenant
-from sessions_app.models import Message, Session, StateEntry, Summary
+from sessions_app.models import Message, Plan, Session, StateEntry, SubTask, Summary, TaskContext
 
 EXPORT_FORMAT = "memoryhub.export"
 EXPORT_SCHEMA_VERSION = 1
@@ -47,6 +49,7 @@ MEMORY_POLICY_FIELDS = (
     "context_max_memories",
     "retention_days",
     "daily_note_retention_days",
+    "task_retention_days",
 )
 
 
@@ -109,6 +112,8 @@ def export_records(*, tenant: Tenant, end_user: EndUser | None = None) -> Iterat
     yield from _memory_records(tenant=tenant, end_user=end_user)
     yield from _fact_records(tenant=tenant, end_user=end_user)
     yield from _note_records(tenant=tenant, end_user=end_user)
+    yield from _plan_records(tenant=tenant, end_user=end_user)
+    yield from _task_context_records(tenant=tenant, end_user=end_user)
 
 
 def _session_records(*, tenant: Tenant, end_user: EndUser | None) -> Iterator[dict[str, Any]]:
@@ -257,3 +262,50 @@ def _note_records(*, tenant: Tenant, end_user: EndUser | None) -> Iterator[dict[
 
 def _note_record(current: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in current.items() if key != "_identity"}
+
+
+def _plan_records(*, tenant: Tenant, end_user: EndUser | None) -> Iterator[dict[str, Any]]:
+    plans = Plan.objects.filter(tenant=tenant).select_related("end_user")
+    if end_user is not None:
+        plans = plans.filter(end_user=end_user)
+    for plan in plans.order_by("pk").iterator(chunk_size=CHUNK):
+        yield {
+            "type": "plan",
+            "plan_id": plan.plan_id,
+            "user_id": plan.end_user.external_id,
+            "session_id": str(plan.session_id) if plan.session_id else None,
+            "goal_event": plan.goal_event,
+            "goal_data": plan.goal_data,
+            "status": plan.status,
+            "state": plan.state,
+            "created_at": iso(plan.created_at),
+            "updated_at": iso(plan.updated_at),
+        }
+
+
+def _task_context_records(*, tenant: Tenant, end_user: EndUser | None) -> Iterator[dict[str, Any]]:
+    tasks = TaskContext.objects.filter(tenant=tenant).select_related("plan")
+    sub_tasks = SubTask.objects.filter(tenant=tenant)
+    if end_user is not None:
+        # A person's work: tasks of their plans or of their sessions.
+        mine = Q(plan__end_user=end_user) | Q(session__end_user=end_user)
+        tasks = tasks.filter(mine)
+        sub_tasks = sub_tasks.filter(task__in=tasks.values("pk"))
+    ids_of = _Merged(
+        sub_tasks.order_by("task_id", "pk").iterator(chunk_size=CHUNK), parent="task_id"
+    )
+    for task in tasks.order_by("pk").iterator(chunk_size=CHUNK):
+        yield {
+            "type": "task_context",
+            "task_id": task.task_id,
+            "plan_id": task.plan.plan_id if task.plan else None,
+            "session_id": str(task.session_id) if task.session_id else None,
+            "event_type": task.event_type,
+            "response_event": task.response_event,
+            "response_topic": task.response_topic,
+            "data": task.data,
+            "state": task.state,
+            "sub_tasks": [sub_task.subtask_id for sub_task in ids_of.take(task.pk)],
+            "created_at": iso(task.created_at),
+            "updated_at": iso(task.updated_at),
+        }

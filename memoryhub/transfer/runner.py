@@ -11,8 +11,10 @@ from memoryhub.transfer.types import (
     ImportedFact,
     ImportedMemory,
     ImportedNote,
+    ImportedPlan,
     ImportedPolicy,
     ImportedSession,
+    ImportedTaskContext,
     ImportReport,
     Item,
     Skipped,
@@ -44,6 +46,10 @@ def import_items(
             sink.end_user(item)
         elif isinstance(item, ImportedPolicy):
             sink.policy(item)
+        elif isinstance(item, ImportedPlan):
+            sink.plan(item)
+        elif isinstance(item, ImportedTaskContext):
+            sink.task_context(item)
         else:  # pragma: no cover - a reader bug, not bad input
             raise TypeError(f"not an import record: {item!r}")
         if progress is not None:

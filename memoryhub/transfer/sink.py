@@ -47,21 +47,30 @@ from memoryhub.transfer.types import (
     ImportedFact,
     ImportedMemory,
     ImportedNote,
+    ImportedPlan,
     ImportedPolicy,
     ImportedSession,
+    ImportedTaskContext,
     ImportReport,
     Origin,
 )
 from sessions_app.models import (
     AGENT_ID_MAX_LENGTH,
+    EVENT_NAME_MAX_LENGTH,
     EXTERNAL_KEY_MAX_LENGTH,
+    RESPONSE_TOPIC_MAX_LENGTH,
     STATE_KEY_MAX_LENGTH,
     SUMMARY_MODEL_MAX_LENGTH,
+    WORK_ID_MAX_LENGTH,
     Message,
     MessageRole,
+    Plan,
+    PlanStatus,
     Session,
     StateEntry,
+    SubTask,
     Summary,
+    TaskContext,
 )
 
 MESSAGE_CHUNK = 1000
@@ -69,6 +78,8 @@ _KIND_MODELS: dict[str, type[Model]] = {
     "end_users": EndUser,
     "memory_policies": MemoryPolicy,
     "sessions": Session,
+    "plans": Plan,
+    "task_contexts": TaskContext,
     "user_memories": UserMemory,
     "facts": Fact,
     "notes": Note,
@@ -136,6 +147,9 @@ class ImportSink:
         # Source session id -> the session it became (this run's, or an earlier run's).
         self._sessions: dict[str, uuid.UUID] = {}
         self._facts: dict[str, int] = {}
+        # plan_id -> the plan row this run made (in a dry run, one that was rolled back: the
+        # deferred foreign key lets a task context point at it before its own rollback).
+        self._plans: dict[str, int] = {}
         self._users: dict[str, EndUser] = {}
         self._supersede: list[tuple[str, str]] = []
 
@@ -514,6 +528,125 @@ class ImportSink:
                 created_at=_aware(item.created_at, what="fact created_at")
             )
         return fact.pk
+
+    # --- asynchronous work (seed 002) -----------------------------------------------------------
+    def plan(self, item: ImportedPlan) -> None:
+        self._run(
+            kind="plans",
+            source_id=item.source_id,
+            origin=item.origin,
+            write=lambda: self._write_plan(item),
+        )
+
+    def _work_id(self, value: str, *, what: str) -> str:
+        if not value or len(value) > WORK_ID_MAX_LENGTH:
+            raise RecordRejected(f"{what} must be 1-{WORK_ID_MAX_LENGTH} characters.")
+        return _text(value, what=what)
+
+    def _session_ref(self, source_id: str | None) -> uuid.UUID | None:
+        if source_id is None:
+            return None
+        session_id = self.session_id_for(source_id)
+        if session_id is None:
+            raise RecordRejected(f"its session {source_id} was not imported.")
+        return session_id
+
+    def _write_plan(self, item: ImportedPlan) -> int:
+        plan_id = self._work_id(item.plan_id, what="plan_id")
+        if Plan.objects.for_tenant(self.tenant).filter(plan_id=plan_id).exists():
+            raise RecordRejected(f"plan {plan_id!r} already exists in this tenant.")
+        if item.status not in PlanStatus.values:
+            raise RecordRejected(f"plan status {item.status!r} is not one of {PlanStatus.values}.")
+        if not item.goal_event or len(item.goal_event) > EVENT_NAME_MAX_LENGTH:
+            raise RecordRejected("goal_event is empty or too long.")
+        task_max = _limit("TASK_DATA_MAX_BYTES")
+        plan = Plan.objects.create(
+            tenant=self.tenant,
+            plan_id=plan_id,
+            end_user=self._end_user(item.user_id),
+            session_id=self._session_ref(item.session_source_id),
+            goal_event=_text(item.goal_event, what="goal_event"),
+            goal_data=_json_size(item.goal_data, what="goal_data", max_bytes=task_max),
+            status=item.status,
+            state=_json_size(item.state, what="plan state", max_bytes=task_max),
+        )
+        self._stamp(Plan, pk=plan.pk, created_at=item.created_at, updated_at=item.updated_at)
+        self._plans[plan_id] = plan.pk
+        return plan.pk
+
+    def task_context(self, item: ImportedTaskContext) -> None:
+        self._run(
+            kind="task_contexts",
+            source_id=item.source_id,
+            origin=item.origin,
+            write=lambda: self._write_task_context(item),
+        )
+
+    def _write_task_context(self, item: ImportedTaskContext) -> int:
+        task_id = self._work_id(item.task_id, what="task_id")
+        if TaskContext.objects.for_tenant(self.tenant).filter(task_id=task_id).exists():
+            raise RecordRejected(f"task {task_id!r} already exists in this tenant.")
+        plan_pk = None
+        if item.plan_id is not None:
+            plan_pk = self._plans.get(item.plan_id) or (
+                Plan.objects.for_tenant(self.tenant)
+                .filter(plan_id=item.plan_id)
+                .values_list("pk", flat=True)
+                .first()
+            )
+            if plan_pk is None:
+                raise RecordRejected(f"its plan {item.plan_id!r} is not in this tenant.")
+        if not item.event_type or len(item.event_type) > EVENT_NAME_MAX_LENGTH:
+            raise RecordRejected("event_type is empty or too long.")
+        if len(item.response_topic) > RESPONSE_TOPIC_MAX_LENGTH:
+            raise RecordRejected("response_topic is too long.")
+        task_max = _limit("TASK_DATA_MAX_BYTES")
+        task = TaskContext.objects.create(
+            tenant=self.tenant,
+            task_id=task_id,
+            plan_id=plan_pk,
+            session_id=self._session_ref(item.session_source_id),
+            event_type=_text(item.event_type, what="event_type"),
+            response_event=_text(item.response_event, what="response_event")[
+                :EVENT_NAME_MAX_LENGTH
+            ],
+            response_topic=_text(item.response_topic, what="response_topic"),
+            data=_json_size(item.data, what="task data", max_bytes=task_max),
+            state=_json_size(item.state, what="task state", max_bytes=task_max),
+        )
+        sub_task_ids = [self._work_id(sub, what="sub-task id") for sub in item.sub_tasks]
+        taken = set(
+            SubTask.objects.for_tenant(self.tenant)
+            .filter(subtask_id__in=sub_task_ids)
+            .values_list("subtask_id", flat=True)
+        )
+        if taken:
+            raise RecordRejected(f"sub-tasks already wait on another task: {sorted(taken)}.")
+        SubTask.objects.bulk_create(
+            [
+                SubTask(tenant=self.tenant, task=task, subtask_id=sub)
+                for sub in dict.fromkeys(sub_task_ids)
+            ]
+        )
+        self._stamp(TaskContext, pk=task.pk, created_at=item.created_at, updated_at=item.updated_at)
+        return task.pk
+
+    def _stamp(
+        self,
+        model: type[Model],
+        *,
+        pk: int,
+        created_at: dt.datetime | None,
+        updated_at: dt.datetime | None,
+    ) -> None:
+        """Keep the source's timestamps (auto_now fields cannot be set on create)."""
+        stamps = {
+            "created_at": _aware(created_at, what="created_at"),
+            "updated_at": _aware(updated_at, what="updated_at"),
+        }
+        stamps = {name: value for name, value in stamps.items() if value is not None}
+        if stamps:
+            model._default_manager.filter(pk=pk).update(**stamps)
 
     def finish(self) -> ImportReport:
         """Link facts to the facts that superseded them (both may come in any order), then

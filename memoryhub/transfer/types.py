@@ -152,6 +152,38 @@ class ImportedPolicy:
     values: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class ImportedPlan:
+    source_id: str
+    origin: Origin
+    plan_id: str
+    user_id: str
+    goal_event: str
+    session_source_id: str | None = None
+    goal_data: dict[str, Any] = field(default_factory=dict)
+    status: str = "running"
+    state: dict[str, Any] = field(default_factory=dict)
+    created_at: dt.datetime | None = None
+    updated_at: dt.datetime | None = None
+
+
+@dataclass
+class ImportedTaskContext:
+    source_id: str
+    origin: Origin
+    task_id: str
+    event_type: str
+    plan_id: str | None = None
+    session_source_id: str | None = None
+    response_event: str = ""
+    response_topic: str = "action-results"
+    data: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    sub_tasks: list[str] = field(default_factory=list)
+    created_at: dt.datetime | None = None
+    updated_at: dt.datetime | None = None
+
+
 @dataclass(frozen=True)
 class Skipped:
     kind: str
@@ -195,5 +227,7 @@ Item = (
     | ImportedNote
     | ImportedEndUser
     | ImportedPolicy
+    | ImportedPlan
+    | ImportedTaskContext
     | Skipped
 )

@@ -339,3 +339,22 @@ class TestTheCommand:
         call_command("prune_memory", stdout=io.StringIO())
 
         assert "deleting" in capsys.readouterr().err
+
+
+def test_the_dry_run_counts_the_plans_and_tasks_that_go_with_a_session(tenant):
+    from sessions_app.task_services import plan_create, task_context_create
+
+    session = conversation(tenant, last_active=NOW - 100 * DAY)
+    plan_create(tenant=tenant, plan_id="p1", goal_event="g", session_id=session.pk)
+    task_context_create(
+        tenant=tenant, task_id="t1", event_type="e", plan_id="p1", sub_tasks=["s1", "s2"]
+    )
+    task_context_create(tenant=tenant, task_id="t2", event_type="e", session_id=session.pk)
+
+    dry = retention.retention_prune_tenant(tenant=tenant, now=NOW, dry_run=True)
+    real = retention.retention_prune_tenant(tenant=tenant, now=NOW)
+
+    assert dry.as_dict() == real.as_dict()
+    assert real.counts["plans"] == 1
+    assert real.counts["task_contexts"] == 2
+    assert real.counts["sub_tasks"] == 2

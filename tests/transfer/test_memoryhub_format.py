@@ -27,6 +27,7 @@ from sessions_app.services import (
     state_set,
 )
 from sessions_app.summaries import summary_set
+from sessions_app.task_services import plan_create, task_context_create
 from tests.conftest import client_for
 from tests.factories import TenantFactory
 
@@ -83,6 +84,24 @@ def rich_tenant(tenant):
         note_long_term_save(tenant=tenant, end_user=end_user, content="v2")
         note_daily_append(tenant=tenant, end_user=end_user, content="a", day=T0.date())
         note_daily_append(tenant=tenant, end_user=end_user, content="b", day=T0.date())
+        plan = plan_create(
+            tenant=tenant,
+            plan_id=f"trip-{user}",
+            goal_event="trip.planned",
+            goal_data={"to": "Porto"},
+            state={"step": 2},
+            session_id=session.pk,
+        )
+        task_context_create(
+            tenant=tenant,
+            task_id=f"research-{user}",
+            event_type="research.requested",
+            response_event="research.completed",
+            data={"q": "trains"},
+            sub_tasks=[f"sub-a-{user}", f"sub-b-{user}"],
+            plan_id=plan.plan_id,
+            session_id=session.pk,
+        )
     memory_save(tenant=tenant, end_user=None, key="house_rules", content="Be kind")
     # A session without a person.
     anonymous, _ = session_create_or_get(tenant=tenant, agent_id="kiosk")
@@ -162,6 +181,8 @@ def test_export_import_export_is_identical(rich_tenant, tmp_path):
         "memory",
         "fact",
         "note",
+        "plan",
+        "task_context",
     }
     # The new rows are the fresh tenant's own, with new ids.
     assert not set(Session.objects.filter(tenant=fresh).values_list("pk", flat=True)) & set(

@@ -26,10 +26,12 @@ from memoryhub.transfer.types import (
     ImportedMessage,
     ImportedNote,
     ImportedNoteVersion,
+    ImportedPlan,
     ImportedPolicy,
     ImportedSession,
     ImportedStateEntry,
     ImportedSummary,
+    ImportedTaskContext,
     Item,
     Origin,
     Skipped,
@@ -188,6 +190,10 @@ def _read_lines(lines: _Lines) -> Iterator[Item]:
                 yield _fact(record, origin=origin)
             elif kind == "note":
                 yield _note(record, origin=origin)
+            elif kind == "plan":
+                yield _plan(record, origin=origin)
+            elif kind == "task_context":
+                yield _task_context(record, origin=origin)
             elif kind in (*_SESSION_CHILDREN, "message"):
                 yield Skipped(
                     kind=f"{kind}s",
@@ -209,6 +215,8 @@ _KINDS = {
     "memory": "user_memories",
     "fact": "facts",
     "note": "notes",
+    "plan": "plans",
+    "task_context": "task_contexts",
 }
 
 
@@ -397,4 +405,43 @@ def _note(record: dict[str, Any], *, origin: Origin) -> ImportedNote:
         user_id=user_id,
         day=day,
         versions=versions,
+    )
+
+
+def _plan(record: dict[str, Any], *, origin: Origin) -> ImportedPlan:
+    plan_id = _get(record, "plan_id", str)
+    return ImportedPlan(
+        source_id=f"plan:{plan_id}",
+        origin=origin,
+        plan_id=plan_id,
+        user_id=_get(record, "user_id", str),
+        goal_event=_get(record, "goal_event", str),
+        session_source_id=_get(record, "session_id", str, None),
+        goal_data=_get(record, "goal_data", dict, {}),
+        status=_get(record, "status", str, "running"),
+        state=_get(record, "state", dict, {}),
+        created_at=_time(record.get("created_at"), field="created_at"),
+        updated_at=_time(record.get("updated_at"), field="updated_at"),
+    )
+
+
+def _task_context(record: dict[str, Any], *, origin: Origin) -> ImportedTaskContext:
+    task_id = _get(record, "task_id", str)
+    sub_tasks = _get(record, "sub_tasks", list, [])
+    if not all(isinstance(sub, str) for sub in sub_tasks):
+        raise _BadLine("sub_tasks must be strings.")
+    return ImportedTaskContext(
+        source_id=f"task:{task_id}",
+        origin=origin,
+        task_id=task_id,
+        event_type=_get(record, "event_type", str),
+        plan_id=_get(record, "plan_id", str, None),
+        session_source_id=_get(record, "session_id", str, None),
+        response_event=_get(record, "response_event", str, ""),
+        response_topic=_get(record, "response_topic", str, "action-results"),
+        data=_get(record, "data", dict, {}),
+        state=_get(record, "state", dict, {}),
+        sub_tasks=sub_tasks,
+        created_at=_time(record.get("created_at"), field="created_at"),
+        updated_at=_time(record.get("updated_at"), field="updated_at"),
     )
