@@ -204,6 +204,21 @@ class ImportReport:
     def skip(self, *, kind: str, origin: Origin, reason: str) -> None:
         self.skipped.append(Skipped(kind=kind, origin=origin, reason=reason))
 
+    def rows(self) -> list[tuple[str, int, int, int]]:
+        """(kind, imported, already there, skipped) for every kind met, by name."""
+        kinds = sorted(
+            set(self.imported) | set(self.already_there) | {s.kind for s in self.skipped}
+        )
+        return [
+            (
+                kind,
+                self.imported[kind],
+                self.already_there[kind],
+                sum(1 for skipped in self.skipped if skipped.kind == kind),
+            )
+            for kind in kinds
+        ]
+
     def lines(self) -> list[str]:
         verb = "would import" if self.dry_run else "imported"
         kinds = sorted(

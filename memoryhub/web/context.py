@@ -18,6 +18,7 @@ NAVIGATION = (
     ("accounts_pages:audit", "Audit log"),
     ("accounts_pages:policy", "Memory policy"),
     ("accounts_pages:keys", "API keys"),
+    ("web:import", "Import / export"),
 )
 
 

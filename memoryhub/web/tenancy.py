@@ -16,7 +16,8 @@ from typing import Any, TypeVar, cast
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
@@ -24,7 +25,7 @@ from memoryhub.accounts.models import Membership, MembershipRole, Tenant
 
 SESSION_TENANT_KEY = "memoryhub.tenant_id"
 
-View = TypeVar("View", bound=Callable[..., HttpResponse])
+View = TypeVar("View", bound=Callable[..., HttpResponseBase])
 
 
 class TenantRequest(HttpRequest):
@@ -63,7 +64,7 @@ def tenant_page(*, editor: bool = False) -> Callable[[View], View]:
     def decorate(view: View) -> View:
         @login_required
         @functools.wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             membership = membership_current(request=request)
             if membership is None:
                 return render(request, "web/no_tenant.html", status=403)
