@@ -1,7 +1,38 @@
-"""Page URLs (the web UI); the API's are under api/."""
+"""Page URLs (the web UI); the API's are under api/.
 
-from django.urls import URLPattern, path  # noqa: F401
+Person ids are the bot's own strings and may hold `:` `+` `@` and even `/`, so they are taken
+with the `path` converter. The routes with a suffix come first: an id that itself ends in one of
+those suffixes (`…/erase`, `…/export`, `…/memories/new`, `…/memories/<key>/edit`…) has its detail
+page shadowed by them; its other pages still work.
+
+Names (namespace `people_pages`):
+    list            GET  /people/?q=&page=
+    detail          GET  /people/<user_id>/   ?sessions_page= memories_page= facts_page= notes_page=
+    export          GET  /people/<user_id>/export/                    JSON attachment, audited
+    erase           GET  /people/<user_id>/erase/  confirmation; POST erases (editors), audited
+    memory-create   GET|POST /people/<user_id>/memories/new/          (editors)
+    memory-edit     GET|POST /people/<user_id>/memories/<key>/edit/   (editors)
+    memory-pin      POST /people/<user_id>/memories/<key>/pin/        pinned=true|false (editors)
+    memory-delete   GET  /people/<user_id>/memories/<key>/delete/  confirmation; POST deletes
+"""
+
+from django.urls import URLPattern, path
+
+from memoryhub.people import views
 
 app_name = "people_pages"
 
-urlpatterns: list[URLPattern] = []
+urlpatterns: list[URLPattern] = [
+    path("", views.people_list, name="list"),
+    path("<path:user_id>/export/", views.person_export, name="export"),
+    path("<path:user_id>/erase/", views.person_erase, name="erase"),
+    path("<path:user_id>/memories/new/", views.memory_create, name="memory-create"),
+    path("<path:user_id>/memories/<str:key>/edit/", views.memory_edit, name="memory-edit"),
+    path("<path:user_id>/memories/<str:key>/pin/", views.memory_pin, name="memory-pin"),
+    path(
+        "<path:user_id>/memories/<str:key>/delete/",
+        views.memory_delete_view,
+        name="memory-delete",
+    ),
+    path("<path:user_id>/", views.person_detail, name="detail"),
+]
