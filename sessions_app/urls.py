@@ -1,7 +1,14 @@
 """Page URLs (the web UI); the API's are under api/."""
 
-from django.urls import URLPattern, path  # noqa: F401
+from django.urls import URLPattern, path
+
+from sessions_app import views
 
 app_name = "sessions_pages"
 
-urlpatterns: list[URLPattern] = []
+urlpatterns: list[URLPattern] = [
+    path("", views.session_list, name="list"),
+    path("<uuid:session_id>/", views.session_detail, name="detail"),
+    path("<uuid:session_id>/context/", views.session_context, name="context"),
+    path("<uuid:session_id>/purge/", views.session_purge, name="purge"),
+]
