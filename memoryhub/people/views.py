@@ -333,7 +333,9 @@ def _facts_section(request: TenantRequest, end_user: EndUser) -> dict[str, Any]:
             if isinstance(pk, int) and pk in located:
                 session_id, seq = located[pk]
                 row.sources.append(
-                    SourceLink(label=f"message #{seq}", url=f"{url_of(session_id)}#seq-{seq}")
+                    SourceLink(
+                        label=f"message #{seq}", url=f"{url_of(session_id)}?around={seq}#seq-{seq}"
+                    )
                 )
         if not row.sources and fact.source_session_id:
             if fact.source_session_id in live_sessions:

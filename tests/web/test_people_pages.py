@@ -294,14 +294,14 @@ def test_facts_show_provenance_and_what_superseded_them(editor, tenant):
     assert rows[old.pk].status == "superseded"
     assert rows[newer.pk].status == "current"
     assert [source.url for source in rows[old.pk].sources] == [
-        f"/sessions/{session.pk}/#seq-1",
-        f"/sessions/{session.pk}/#seq-2",
+        f"/sessions/{session.pk}/?around=1#seq-1",
+        f"/sessions/{session.pk}/?around=2#seq-2",
     ]
     html = response.content.decode()
     assert f'id="fact-{old.pk}"' in html
     assert 'data-status="superseded"' in html
     assert f'href="#fact-{newer.pk}" data-testid="fact-replaced-by"' in html
-    assert f'href="/sessions/{session.pk}/#seq-2"' in html
+    assert f'href="/sessions/{session.pk}/?around=2#seq-2"' in html
 
 
 def test_a_fact_whose_source_was_purged_says_so(editor, tenant):
