@@ -1,4 +1,4 @@
-"""Fixtures for the tests that run real Celery workers (see tests/sessions_app/workers.py)."""
+"""Fixtures for the tests that run real Celery workers and beats (see workers.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memoryhub.celery import app
-from tests.sessions_app.workers import CeleryWorker
+from tests.sessions_app.workers import CeleryBeat, CeleryWorker
 
 
 @pytest.fixture
@@ -38,3 +38,22 @@ def enqueue_for_real() -> Iterator[None]:
     app.conf.task_always_eager = False
     yield
     app.conf.task_always_eager = previous
+
+
+@pytest.fixture
+def celery_beat(tmp_path: Path) -> Iterator[Callable[..., CeleryBeat]]:
+    """Start a real `celery beat`: `celery_beat(env={...})` returns it once it is up. It logs to
+    tmp_path/beat.log and is stopped at teardown."""
+    started: list[CeleryBeat] = []
+
+    def start(**options: Any) -> CeleryBeat:
+        name = f"beat{len(started) + 1}"
+        beat = CeleryBeat(name=name, log_path=tmp_path / f"{name}.log", **options)
+        started.append(beat)
+        return beat.start().wait_ready()
+
+    try:
+        yield start
+    finally:
+        for beat in reversed(started):
+            beat.stop()
