@@ -15,26 +15,21 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from memoryhub.accounts.models import ActorType
-from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.context import (
     Budget,
-    ContextInputs,
     SectionReport,
-    assemble_context,
     render_markdown,
     render_messages,
 )
-from memoryhub.context.gather import context_inputs_for_session
 from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.search import EmptySearchQuery, search_terms
-from memoryhub.core.tokens import count_tokens_cached
 from memoryhub.web.tenancy import TenantRequest, tenant_page
 from sessions_app import selectors
 from sessions_app.api.filters import SessionFilter
+from sessions_app.context import session_context_for_tenant
 from sessions_app.forms import ContextPreviewForm, SessionFilterForm
 from sessions_app.models import Message, Plan, Session, Summary, TaskContext
 from sessions_app.purge import purge_session
@@ -322,34 +317,25 @@ def _context_preview(
 ) -> ContextPreview:
     """The context endpoint's code path (sessions_app.api.context.SessionContextView): the same
     selectors, policy defaults, gather, assemble and render."""
-    tenant = request.tenant
     try:
-        found = selectors.session_get_for_context(tenant=tenant, session_id=session_id)
+        built = session_context_for_tenant(
+            tenant=request.tenant,
+            session_id=session_id,
+            max_tokens=max_tokens,
+            max_messages=max_messages,
+            query=query,
+        )
     except ResourceNotFound:
         raise Http404("No such session.") from None
-    policy = memory_policy_for(tenant=tenant, agent_id=found.agent_id)
-    budget = Budget(
-        max_tokens=policy.context_max_tokens if max_tokens is None else max_tokens,
-        max_messages=policy.context_max_messages if max_messages is None else max_messages,
-        max_memories=policy.context_max_memories,
-    )
-    today = timezone.now().date()
-    inputs = (
-        context_inputs_for_session(
-            tenant=tenant, found=found, budget=budget, query=query, today=today
-        )
-        if policy.memory_enabled
-        else ContextInputs(today=today)
-    )
-    context = assemble_context(inputs=inputs, budget=budget, count_tokens=count_tokens_cached)
+    context = built.context
     return ContextPreview(
         content=render_markdown(context),
         tokens=context.markdown_tokens,
         messages_json=_json(render_messages(context)),
         messages_tokens=context.messages_tokens,
         max_tokens=context.max_tokens,
-        budget=budget,
-        memory_enabled=policy.memory_enabled,
+        budget=built.budget,
+        memory_enabled=built.memory_enabled,
         sections=context.sections,
     )
 

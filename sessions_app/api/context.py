@@ -4,26 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.context import (
-    Budget,
-    ContextInputs,
-    assemble_context,
     render_markdown,
     render_messages,
 )
-from memoryhub.context.gather import context_inputs_for_session
 from memoryhub.core.api import TenantScopedAPIView
 from memoryhub.core.fields import StrictCharField
-from memoryhub.core.tokens import count_tokens_cached
-from sessions_app import selectors
 from sessions_app.api.views import NOT_FOUND, SESSION_ID_PARAMETER
+from sessions_app.context import session_context_for_tenant
 
 MAX_TOKENS_RANGE = (200, 200_000)
 
@@ -91,29 +84,15 @@ class SessionContextView(TenantScopedAPIView):
         query = ContextQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        tenant = self.tenant
-        # The session and its current summary in one query (the gather needs both).
-        found = selectors.session_get_for_context(tenant=tenant, session_id=session_id)
-        policy = memory_policy_for(tenant=tenant, agent_id=found.agent_id)
-        budget = Budget(
-            max_tokens=params.get("max_tokens", policy.context_max_tokens),
-            max_messages=params.get("max_messages", policy.context_max_messages),
-            max_memories=params.get("max_memories", policy.context_max_memories),
+        built = session_context_for_tenant(
+            tenant=self.tenant,
+            session_id=session_id,
+            max_tokens=params.get("max_tokens"),
+            max_messages=params.get("max_messages"),
+            max_memories=params.get("max_memories"),
+            query=params.get("query", ""),
         )
-        today = timezone.now().date()
-        # Memory off (the agent's policy): an empty context, not an error (seed 004).
-        inputs = (
-            context_inputs_for_session(
-                tenant=tenant,
-                found=found,
-                budget=budget,
-                query=params.get("query", ""),
-                today=today,
-            )
-            if policy.memory_enabled
-            else ContextInputs(today=today)
-        )
-        context = assemble_context(inputs=inputs, budget=budget, count_tokens=count_tokens_cached)
+        context = built.context
         as_markdown = params["format"] == "markdown"
         return Response(
             {
@@ -122,7 +101,7 @@ class SessionContextView(TenantScopedAPIView):
                 "messages": None if as_markdown else render_messages(context),
                 "tokens": context.markdown_tokens if as_markdown else context.messages_tokens,
                 "max_tokens": context.max_tokens,
-                "memory_enabled": policy.memory_enabled,
+                "memory_enabled": built.memory_enabled,
                 "sections": [
                     {
                         "name": section.name,

@@ -1,0 +1,58 @@
+"""The context of a session's next model call: the one code path behind the API's
+`GET /sessions/{id}/context/` and the session page's preview."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+from memoryhub.accounts.models import Tenant
+from memoryhub.accounts.selectors import memory_policy_for
+from memoryhub.context import AssembledContext, Budget, ContextInputs, assemble_context
+from memoryhub.context.gather import context_inputs_for_session
+from memoryhub.core.tokens import count_tokens_cached
+from sessions_app import selectors
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    context: AssembledContext
+    budget: Budget
+    memory_enabled: bool
+
+
+def session_context_for_tenant(
+    *,
+    tenant: Tenant,
+    session_id: str | uuid.UUID,
+    max_tokens: int | None = None,
+    max_messages: int | None = None,
+    max_memories: int | None = None,
+    query: str = "",
+) -> SessionContext:
+    """Assemble the context; a budget left out comes from the agent's memory policy.
+    ResourceNotFound for another tenant's session. With the agent's memory off the context is
+    empty, not an error (seed 004)."""
+    # The session and its current summary in one query (the gather needs both).
+    found = selectors.session_get_for_context(tenant=tenant, session_id=session_id)
+    policy = memory_policy_for(tenant=tenant, agent_id=found.agent_id)
+    budget = Budget(
+        max_tokens=policy.context_max_tokens if max_tokens is None else max_tokens,
+        max_messages=policy.context_max_messages if max_messages is None else max_messages,
+        max_memories=policy.context_max_memories if max_memories is None else max_memories,
+    )
+    today = timezone.now().date()
+    inputs = (
+        context_inputs_for_session(
+            tenant=tenant, found=found, budget=budget, query=query, today=today
+        )
+        if policy.memory_enabled
+        else ContextInputs(today=today)
+    )
+    return SessionContext(
+        context=assemble_context(inputs=inputs, budget=budget, count_tokens=count_tokens_cached),
+        budget=budget,
+        memory_enabled=policy.memory_enabled,
+    )
