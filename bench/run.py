@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import dataclasses
 import datetime as dt
 import http.client
 import io
@@ -93,7 +94,28 @@ CONTEXT_SIZES = {
     "default": (100_000, 300),
     "big": (1_000_000, 1_000),
 }
-PARTS = ("appends", "reads", "facts", "context")  # what --only chooses from
+# Summarization and extraction on vs off (issue 4): p99(on) / p99(off), at most.
+TARGET_LLM_P99_RATIO = 1.2
+LLM_TENANTS = {"off": "memoryhub-bench-llm-off", "on": "memoryhub-bench-llm-on"}
+# Alternated, so both modes see the same machine; --appends per client split over each mode's.
+LLM_ROUNDS = ("off", "on") * 3
+# Cleanup while appending (issue 5): appenders' p99 during the cleanup / without it, at most.
+TARGET_CLEANUP_P99_RATIO = 2.0
+CLEANUP_TENANT = "memoryhub-bench-retention"
+CLEANUP_RETENTION_DAYS = 90
+CLEANUP_AGE_DAYS = 200  # the expired messages' age (the newest: 200 days - rows seconds)
+CLEANUP_HOLDERS = 4  # live sessions holding the expired messages
+CLEANUP_SIZES = {
+    # name: (expired messages, seconds of appends without the cleanup)
+    "default": (100_000, 10),
+    "big": (1_000_000, 20),
+}
+# The Celery broker the bench's processes enqueue to: REDIS_URL's server with this database, or
+# (no REDIS_URL) kombu's filesystem transport in a temporary folder. No worker consumes it; the
+# queue is emptied at the end.
+BENCH_REDIS_DB = 12
+CELERY_QUEUE = "celery"
+PARTS = ("appends", "reads", "facts", "context", "llm", "cleanup")  # what --only chooses from
 
 
 class BenchError(Exception):
@@ -193,6 +215,9 @@ class Config:
     searches: int
     context_rows: int
     context_calls: int
+    llm_reset_every: int
+    cleanup_rows: int
+    cleanup_seconds: float
     only: tuple[str, ...]  # the parts to run, in PARTS order
     workers: int
     worker_class: str
@@ -285,6 +310,28 @@ def parse_args(argv: list[str] | None = None) -> Config:
         f"--big {CONTEXT_SIZES['big'][1]}).",
     )
     parser.add_argument(
+        "--llm-reset-every",
+        type=int,
+        default=1,
+        help="llm part: clear the sessions' summary and extraction requests (as a finished task "
+        "does) after every N-th append; 1 makes every append request a summary and every "
+        "assistant reply an extraction (the worst case).",
+    )
+    parser.add_argument(
+        "--cleanup-rows",
+        type=int,
+        default=None,
+        help="Expired messages the cleanup part deletes (default "
+        f"{CLEANUP_SIZES['default'][0]:,}, --big {CLEANUP_SIZES['big'][0]:,}).",
+    )
+    parser.add_argument(
+        "--cleanup-seconds",
+        type=float,
+        default=None,
+        help="Seconds the cleanup part's appenders run without the cleanup, for their baseline "
+        f"p99 (default {CLEANUP_SIZES['default'][1]}, --big {CLEANUP_SIZES['big'][1]}).",
+    )
+    parser.add_argument(
         "--only",
         default=",".join(PARTS),
         help=f"Comma-separated parts to run, of: {', '.join(PARTS)}.",
@@ -314,6 +361,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
     size = SIZES["big" if args.big else "default"]
     fact_size = FACT_SIZES["big" if args.big else "default"]
     context_size = CONTEXT_SIZES["big" if args.big else "default"]
+    cleanup_size = CLEANUP_SIZES["big" if args.big else "default"]
     only = {part.strip() for part in args.only.split(",") if part.strip()}
     if not only or only - set(PARTS):
         parser.error(f"--only takes a comma-separated list of: {', '.join(PARTS)}")
@@ -329,6 +377,11 @@ def parse_args(argv: list[str] | None = None) -> Config:
         searches=args.searches if args.searches is not None else fact_size[2],
         context_rows=args.context_rows if args.context_rows is not None else context_size[0],
         context_calls=args.context_calls if args.context_calls is not None else context_size[1],
+        llm_reset_every=args.llm_reset_every,
+        cleanup_rows=args.cleanup_rows if args.cleanup_rows is not None else cleanup_size[0],
+        cleanup_seconds=(
+            args.cleanup_seconds if args.cleanup_seconds is not None else cleanup_size[1]
+        ),
         only=tuple(part for part in PARTS if part in only),
         workers=args.workers,
         worker_class=args.worker_class,
@@ -348,6 +401,9 @@ def parse_args(argv: list[str] | None = None) -> Config:
         "fact_users",
         "searches",
         "context_calls",
+        "llm_reset_every",
+        "cleanup_rows",
+        "cleanup_seconds",
         "workers",
         "threads",
         "profile_requests",
@@ -409,9 +465,53 @@ def django_environment(database_url: str) -> dict[str, str]:
             "LOG_LEVEL": "WARNING",
             # WhiteNoise warns once per worker that staticfiles/ is missing; the API needs none.
             "PYTHONWARNINGS": "ignore:No directory at",
+            # Enqueued tasks really go to the broker (a summary or extraction request's
+            # `delay()` after commit), never run in the request.
+            "CELERY_TASK_ALWAYS_EAGER": "false",
         }
     )
+    env.pop("LLM_BASE_URL", None)  # offline, unless a part says otherwise (llm)
+    redis_url = env.get("REDIS_URL", "")
+    if redis_url:
+        # The same server, a database of the bench's own: its queue is emptied at the end.
+        parts = urlsplit(redis_url)
+        env["REDIS_URL"] = urlunsplit(
+            (parts.scheme, parts.netloc, f"/{BENCH_REDIS_DB}", parts.query, parts.fragment)
+        )
+    else:
+        # The filesystem broker in a folder of its own, not the project's .celery/ (a worker
+        # started by `make run` would take the bench's tasks); removed at the end.
+        env["CELERY_DATA_DIR"] = tempfile.mkdtemp(prefix="bench-celery-")
     return env
+
+
+def broker_description(env: dict[str, str]) -> str:
+    if env.get("REDIS_URL"):
+        parts = urlsplit(env["REDIS_URL"])
+        return f"Redis {parts.hostname}:{parts.port or 6379} database {BENCH_REDIS_DB}"
+    return f"kombu filesystem in {env['CELERY_DATA_DIR']}"
+
+
+def broker_queue_size() -> int:
+    """Messages waiting in the bench broker's Celery queue (nothing consumes them)."""
+    from memoryhub.celery import app
+
+    with app.connection_for_write() as conn:
+        declared = conn.default_channel.queue_declare(queue=CELERY_QUEUE, passive=False)
+        return int(declared.message_count)
+
+
+def broker_purge(env: dict[str, str]) -> int:
+    """Empty the bench broker's queue (Redis) or remove its folder (filesystem)."""
+    import shutil
+
+    if not env.get("REDIS_URL"):
+        shutil.rmtree(env["CELERY_DATA_DIR"], ignore_errors=True)
+        return 0
+    from memoryhub.celery import app
+
+    with app.connection_for_write() as conn:
+        return int(conn.default_channel.queue_purge(queue=CELERY_QUEUE) or 0)
 
 
 def migrate(env: dict[str, str]) -> None:
@@ -790,7 +890,7 @@ class Gunicorn:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a busy machine slows the workers' imports
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise BenchError(f"gunicorn exited with {self.process.returncode}:\n{self.tail()}")
@@ -802,7 +902,7 @@ class Gunicorn:
                     return
                 conn.close()
             time.sleep(0.2)
-        raise BenchError(f"gunicorn did not answer /healthz within 30 s:\n{self.tail()}")
+        raise BenchError(f"gunicorn did not answer /healthz within 90 s:\n{self.tail()}")
 
     def tail(self, lines: int = 30) -> str:
         self.log.flush()
@@ -956,18 +1056,31 @@ def append_result(outcome: ClientsOutcome) -> AppendResult:
 
 
 def api_append_worker(
-    *, port: int, secret: str, session_id: str, client: int, warmup: int, count: int
+    *,
+    port: int,
+    secret: str,
+    session_id: str,
+    client: int,
+    warmup: int,
+    count: int,
+    roles: tuple[str, ...] = ("user",),
+    after: Callable[[], None] | None = None,
 ) -> Worker:
+    """Appends one message at a time, the roles taking turns; `after` runs after each append
+    (warm-up included), outside the timed request."""
     path = f"/api/v1/sessions/{session_id}/messages/"
 
     def body(index: int) -> bytes:
-        return json.dumps({"role": "user", "content": message_content(client, index)}).encode()
+        role = roles[index % len(roles)]
+        return json.dumps({"role": role, "content": message_content(client, index)}).encode()
 
     def work(barrier: threading.Barrier) -> list[float]:
         api = ApiClient(port, secret)
         for index in range(warmup):
             check_stop()
-            api.expect("POST", path, json.loads(body(-1 - index)), 201)
+            api.expect("POST", path, json.loads(body(index - warmup)), 201)
+            if after is not None:
+                after()
         bodies = [body(index) for index in range(count)]
         barrier.wait()
         latencies: list[float] = []
@@ -978,6 +1091,8 @@ def api_append_worker(
             latencies.append(time.perf_counter() - started)
             if status != 201:
                 raise BenchError(f"append answered {status}: {payload[:300]!r}")
+            if after is not None:
+                after()
         api.close()
         return latencies
 
@@ -1734,6 +1849,581 @@ def bench_context(setup: Setup, server: Gunicorn) -> ContextResult:
     return result
 
 
+# --- summarization and extraction on vs off (issue 4) -----------------------------------------
+
+
+def cpu_over(outcomes: list[ClientsOutcome], requests: int) -> dict[str, float] | None:
+    """cpu_per_request over several timed runs: their CPU time summed, per request."""
+    if any(o.cpu_before is None or o.cpu_after is None for o in outcomes):
+        return None
+    names = [f.name for f in dataclasses.fields(CpuSample)]
+    summed = CpuSample(
+        **{
+            name: sum(getattr(o.cpu_after, name) - getattr(o.cpu_before, name) for o in outcomes)
+            for name in names
+        }
+    )
+    return cpu_per_request(CpuSample(**dict.fromkeys(names, 0.0)), summed, requests)
+
+
+def ensure_policy_tenant(slug: str, **policy: Any) -> Tenant:
+    """A bench tenant whose tenant-wide MemoryPolicy holds `policy` (created or updated).
+    Called before gunicorn starts: its workers cache policies for a few seconds."""
+    from memoryhub.accounts.models import MemoryPolicy, Tenant
+    from memoryhub.accounts.services import tenant_create
+
+    tenant = Tenant.objects.filter(slug=slug).first() or tenant_create(slug=slug, name=slug)
+    MemoryPolicy.objects.update_or_create(tenant=tenant, agent_id="", defaults=policy)
+    return tenant
+
+
+class RequestReset:
+    """What a finished summary or extraction task does to its request (pending_finish): clear
+    `summary_requested_at` and `extraction_requested_at`, so the next append requests again.
+    One psycopg connection per client, opened on first use (in the client's thread)."""
+
+    SQL = (
+        "UPDATE sessions_app_session SET summary_requested_at = NULL, "
+        "extraction_requested_at = NULL WHERE id = %s"
+    )
+
+    def __init__(self, database_url: str, session_id: str, every: int) -> None:
+        self.database_url = database_url
+        self.session_id = uuid.UUID(session_id)
+        self.every = every  # reset after every `every`-th append
+        self.appends = 0
+        self.conn: Any = None
+
+    def __call__(self) -> None:
+        import psycopg
+
+        self.appends += 1
+        if self.appends % self.every:
+            return
+        if self.conn is None:
+            self.conn = psycopg.connect(self.database_url, autocommit=True)
+        self.conn.execute(self.SQL, (self.session_id,))
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+@dataclass
+class LlmMode:
+    appends: int
+    seconds: float
+    rate: float
+    latency: Latency
+    cpu: dict[str, float] | None
+    enqueued: int  # tasks the broker's queue grew by
+
+
+@dataclass
+class LlmResult:
+    off: LlmMode
+    on: LlmMode
+    p99_ratio: float
+    p50_ratio: float
+    rate_ratio: float
+    broker: str
+    llm_calls: int  # requests the fake LLM server got (none expected)
+
+
+def llm_verdict(result: LlmResult) -> str:
+    ok = result.p99_ratio <= TARGET_LLM_P99_RATIO
+    return (
+        f"ratio on/off: p99 {result.p99_ratio:.2f} (target <= {TARGET_LLM_P99_RATIO})  "
+        f"{mark(ok)}    p50 {result.p50_ratio:.2f}    rate {result.rate_ratio:.2f}"
+    )
+
+
+def bench_llm(setup: Setup) -> LlmResult:
+    """The append workload twice on a gunicorn with an LLM configured: tenant policy off
+    (extraction off, summary threshold out of reach) and on (extraction on, threshold 1 token),
+    alternated over LLM_ROUNDS; every append's request columns are reset after it, as a
+    finished task would, so that with the policy on every append requests a summary and every
+    assistant reply an extraction."""
+    from tests.fakes.openai_server import FakeOpenAIServer  # stdlib only
+
+    config = setup.config
+    assert setup.llm_tenants is not None
+    section(
+        f"Append with summarization and extraction on vs off: {config.clients} clients, "
+        "user and assistant turns"
+    )
+    fake = FakeOpenAIServer().start()
+    server = Gunicorn(
+        env={**setup.env, "LLM_BASE_URL": fake.base_url, "LLM_TIMEOUT_SECONDS": "5"},
+        workers=config.workers,
+        worker_class=config.worker_class,
+        threads=config.threads,
+    )
+    per_mode: dict[str, list[ClientsOutcome]] = {"off": [], "on": []}
+    enqueued = {"off": 0, "on": 0}
+    per_round = max(1, config.appends // LLM_ROUNDS.count("on"))
+    expected = 0
+    try:
+        server.start()
+        say(
+            f"gunicorn   up on 127.0.0.1:{server.port}, LLM_BASE_URL={fake.base_url} "
+            f"(a fake OpenAI server), broker {broker_description(setup.env)}, no worker"
+        )
+        # One session per client and mode for all rounds; the warm-up is in each mode's first.
+        sessions = {
+            mode: [
+                setup.new_session(f"llm-{mode}-{i}", tenant=setup.llm_tenants[mode][0])
+                for i in range(config.clients)
+            ]
+            for mode in ("off", "on")
+        }
+        appended = dict.fromkeys(sessions, 0)  # per session
+        for round_number, mode in enumerate(LLM_ROUNDS, 1):
+            secret = setup.llm_tenants[mode][1]
+            warmup = config.warmup if appended[mode] == 0 else 0
+            resets = [
+                RequestReset(config.database_url, value, config.llm_reset_every)
+                for value in sessions[mode]
+            ]
+            queued_before = broker_queue_size()
+            try:
+                outcome = run_clients(
+                    [
+                        api_append_worker(
+                            port=server.port,
+                            secret=secret,
+                            session_id=session_id,
+                            client=i,
+                            warmup=warmup,
+                            count=per_round,
+                            roles=("user", "assistant"),
+                            after=reset,
+                        )
+                        for i, (session_id, reset) in enumerate(
+                            zip(sessions[mode], resets, strict=True)
+                        )
+                    ],
+                    server_group=server.pid,
+                )
+            finally:
+                for reset in resets:
+                    reset.close()
+            grew = broker_queue_size() - queued_before
+            enqueued[mode] += grew
+            per_mode[mode].append(outcome)
+            appended[mode] += warmup + per_round
+            if mode == "on" and config.llm_reset_every == 1:
+                # a summary per append, an extraction per assistant reply
+                indexes = [*range(-warmup, 0), *range(per_round)]
+                expected += config.clients * sum(1 + (index % 2 == 1) for index in indexes)
+            result = append_result(outcome)
+            say(
+                f"round {round_number} {mode:>3}  {result.appends} appends in "
+                f"{result.seconds:5.2f} s = {result.rate:7.1f}/s   p50 "
+                f"{result.latency.p50_ms:6.2f} ms   p99 {result.latency.p99_ms:6.2f} ms   "
+                f"queue +{grew}"
+            )
+        for mode, ids in sessions.items():
+            check_gapless(config.database_url, ids, appended[mode])
+    except BenchError:
+        say(f"\ngunicorn log (tail):\n{server.tail()}")
+        raise
+    finally:
+        server.stop()
+        fake.stop()
+    modes: dict[str, LlmMode] = {}
+    for mode, outcomes in per_mode.items():
+        latencies = [value for o in outcomes for client in o.latencies for value in client]
+        wall = sum(o.wall for o in outcomes)
+        cpu = cpu_over(outcomes, len(latencies))
+        modes[mode] = LlmMode(
+            appends=len(latencies),
+            seconds=wall,
+            rate=len(latencies) / wall,
+            latency=Latency.of(latencies),
+            cpu=cpu,
+            enqueued=enqueued[mode],
+        )
+    off, on = modes["off"], modes["on"]
+    for mode, data in (("off", off), ("on", on)):
+        say(
+            f"{mode:>3}  {data.appends} appends in {data.seconds:5.2f} s = "
+            f"{data.rate:7.1f} appends/s"
+        )
+        say(f"     {data.latency.line()}")
+        say(f"     {cpu_line(data.cpu)}")
+    what = (
+        f"expected {expected}: a summary per append, an extraction per reply, warm-up included"
+        if config.llm_reset_every == 1
+        else f"requests reset every {config.llm_reset_every} appends"
+    )
+    say(
+        f"check: the queue grew by {off.enqueued} tasks with the policy off and {on.enqueued} "
+        f"with it on ({on.enqueued / (appended['on'] * config.clients):.2f} per append; {what}); "
+        f"the fake LLM "
+        f"got {len(fake.requests)} requests; every session holds seqs 1..N without gaps"
+    )
+    if off.enqueued != 0 or (config.llm_reset_every == 1 and on.enqueued != expected):
+        say("WARNING: the enqueued tasks are not what the policies should give")
+    result = LlmResult(
+        off=off,
+        on=on,
+        p99_ratio=on.latency.p99_ms / off.latency.p99_ms,
+        p50_ratio=on.latency.p50_ms / off.latency.p50_ms,
+        rate_ratio=on.rate / off.rate,
+        broker=broker_description(setup.env),
+        llm_calls=len(fake.requests),
+    )
+    say(llm_verdict(result))
+    return result
+
+
+# --- cleanup while appending (issue 5) ---------------------------------------------------------
+
+CLEANUP_LOAD = """
+INSERT INTO sessions_app_message
+    (tenant_id, session_id, seq, role, content, name, tool_call_id, tool_calls, metadata,
+     token_count, created_at)
+SELECT %(tenant)s, (%(sessions)s::uuid[])[1 + (g - 1) %% %(holders)s],
+       1 + (g - 1) / %(holders)s,
+       CASE WHEN ((g - 1) / %(holders)s) %% 2 = 0 THEN 'user' ELSE 'assistant' END,
+       'Expired message ' || g || ' of the cleanup benchmark: what did we decide about the '
+           || 'deployment window on Thursday, and who is on call?',
+       '', '', NULL, '{}'::jsonb, 24,
+       now() - make_interval(days => %(age)s) + make_interval(secs => g)
+FROM generate_series(1, %(rows)s) AS g
+"""
+# The raw baseline: what retention deletes for this tenant (its policy's cutoff), one statement.
+CLEANUP_RAW_DELETE = (
+    "DELETE FROM sessions_app_message WHERE tenant_id = %s "
+    "AND created_at < now() - make_interval(days => %s)"
+)
+
+
+@dataclass
+class CleanupResult:
+    rows: int
+    raw_seconds: float
+    raw_rate: float
+    prune_seconds: float
+    prune_rate: float
+    prune_counts: dict[str, int]
+    batches: int
+    batch: Latency  # one message batch (select ids + delete + commit)
+    rate_ratio: float  # prune rate / raw rate
+    alone: AppendResult
+    during: AppendResult
+    p99_ratio: float  # appenders' p99 during the cleanup / without it
+    load_seconds: float
+    vacuum_seconds: list[float]
+
+
+def cleanup_verdict(result: CleanupResult) -> str:
+    ok = result.p99_ratio <= TARGET_CLEANUP_P99_RATIO
+    return (
+        f"appenders' p99 during/without {result.p99_ratio:.2f} "
+        f"(target <= {TARGET_CLEANUP_P99_RATIO:.0f})  {mark(ok)}"
+    )
+
+
+def load_expired(*, database_url: str, tenant_id: int, holders: list[str], rows: int) -> float:
+    """`rows` messages CLEANUP_AGE_DAYS old spread over the live holder sessions, then
+    ANALYZE (so the planner knows them)."""
+    import psycopg
+
+    started = time.perf_counter()
+    ids = [uuid.UUID(value) for value in holders]
+    with psycopg.connect(database_url) as conn:
+        conn.execute(
+            CLEANUP_LOAD,
+            {
+                "tenant": tenant_id,
+                "sessions": ids,
+                "holders": len(ids),
+                "rows": rows,
+                "age": CLEANUP_AGE_DAYS,
+            },
+        )
+        for index, session in enumerate(ids):
+            count = rows // len(ids) + (1 if index < rows % len(ids) else 0)
+            conn.execute(
+                "UPDATE sessions_app_session SET last_seq = %(n)s, message_count = %(n)s, "
+                "token_count = %(n)s * 24, last_active_at = now(), updated_at = now() "
+                "WHERE id = %(id)s",
+                {"n": count, "id": session},
+            )
+        conn.commit()
+        conn.execute("ANALYZE sessions_app_message")
+        conn.commit()
+    return time.perf_counter() - started
+
+
+def vacuum_messages(database_url: str) -> float:
+    import psycopg
+
+    started = time.perf_counter()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE) sessions_app_message")
+    return time.perf_counter() - started
+
+
+def count_expired(database_url: str, tenant_id: int) -> int:
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM sessions_app_message WHERE tenant_id = %s "
+            "AND created_at < now() - make_interval(days => %s)",
+            (tenant_id, CLEANUP_RETENTION_DAYS),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+class Appenders:
+    """`len(sessions)` threads, each POSTing one user message at a time to its own session
+    until stopped: warm-up first, then every request's start (monotonic) and latency."""
+
+    def __init__(self, *, port: int, secret: str, sessions: list[str], warmup: int) -> None:
+        self.port, self.secret, self.warmup = port, secret, warmup
+        self.sessions = sessions
+        self.stop_event = threading.Event()
+        self.barrier = threading.Barrier(len(sessions) + 1)
+        self.samples: list[list[tuple[float, float]]] = [[] for _ in sessions]
+        self.errors: list[BaseException] = []
+        self.threads = [
+            threading.Thread(target=self._run, args=(i,), name=f"appender-{i}", daemon=True)
+            for i in range(len(sessions))
+        ]
+
+    def _run(self, client: int) -> None:
+        path = f"/api/v1/sessions/{self.sessions[client]}/messages/"
+        api = ApiClient(self.port, self.secret)
+        try:
+            for index in range(self.warmup):
+                body = {"role": "user", "content": message_content(client, index - self.warmup)}
+                api.expect("POST", path, body, 201)
+            self.barrier.wait()
+            index = 0
+            samples = self.samples[client]
+            while not self.stop_event.is_set() and not STOP.is_set():
+                data = json.dumps(
+                    {"role": "user", "content": message_content(client, index)}
+                ).encode()
+                at = time.monotonic()
+                started = time.perf_counter()
+                status, payload = api.request("POST", path, data)
+                samples.append((at, time.perf_counter() - started))
+                if status != 201:
+                    raise BenchError(f"append answered {status}: {payload[:300]!r}")
+                index += 1
+        except BaseException as error:
+            self.errors.append(error)
+            self.stop_event.set()
+            self.barrier.abort()
+        finally:
+            api.close()
+
+    def start(self) -> None:
+        """Start the clients and return once all have warmed up."""
+        for thread in self.threads:
+            thread.start()
+        try:
+            self.barrier.wait(timeout=300)
+        except threading.BrokenBarrierError:
+            self.stop()
+            raise BenchError("appenders did not finish their warm-up within 300 s") from None
+
+    def stop(self) -> list[tuple[float, float]]:
+        self.stop_event.set()
+        for thread in self.threads:
+            thread.join(timeout=60)
+        if self.errors:
+            raise self.errors[0]
+        return [sample for client in self.samples for sample in client]
+
+
+def appends_between(
+    samples: list[tuple[float, float]],
+    start: float,
+    end: float,
+    before: CpuSample | None,
+    after: CpuSample | None,
+) -> AppendResult:
+    """The appends that started in [start, end] (monotonic seconds)."""
+    latencies = [seconds for at, seconds in samples if start <= at <= end]
+    if not latencies:
+        raise BenchError("no append completed during the measured window")
+    return AppendResult(
+        appends=len(latencies),
+        seconds=end - start,
+        rate=len(latencies) / (end - start),
+        latency=Latency.of(latencies),
+        cpu=cpu_per_request(before, after, len(latencies)),
+    )
+
+
+def start_pruner(env: dict[str, str], slug: str) -> subprocess.Popen[str]:
+    """bench/prune_worker.py: Django set up, waiting for "go" on stdin."""
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "prune_worker.py"), slug],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if line.strip() != "ready":
+        process.kill()
+        process.wait()
+        raise BenchError(f"bench/prune_worker.py did not start: {line!r}")
+    return process
+
+
+def bench_cleanup(setup: Setup, server: Gunicorn) -> CleanupResult:
+    import psycopg
+
+    config = setup.config
+    assert setup.cleanup_tenant is not None
+    tenant, secret = setup.cleanup_tenant
+    rows = config.cleanup_rows
+    section(
+        f"Cleanup while appending: retention deletes {rows:,} expired messages, "
+        f"{config.clients} clients append"
+    )
+    holders = [
+        setup.new_session(f"cleanup-holder-{i}", tenant=tenant, user=False)
+        for i in range(CLEANUP_HOLDERS)
+    ]
+    leftover = count_expired(config.database_url, tenant.pk)
+    if leftover:  # an interrupted run's
+        with psycopg.connect(config.database_url) as conn:
+            conn.execute(CLEANUP_RAW_DELETE, (tenant.pk, CLEANUP_RETENTION_DAYS))
+    vacuums: list[float] = []
+    say(
+        f"tenant     {CLEANUP_TENANT}: retention {CLEANUP_RETENTION_DAYS} days; "
+        f"{rows:,} messages {CLEANUP_AGE_DAYS} days old in {CLEANUP_HOLDERS} live sessions "
+        "(so only the message rule applies); the appenders write to 4 other sessions"
+    )
+    # (a) raw: the same rows, one DELETE, alone.
+    load = load_expired(
+        database_url=config.database_url, tenant_id=tenant.pk, holders=holders, rows=rows
+    )
+    with psycopg.connect(config.database_url) as conn:
+        started = time.perf_counter()
+        cursor = conn.execute(CLEANUP_RAW_DELETE, (tenant.pk, CLEANUP_RETENTION_DAYS))
+        conn.commit()
+        raw_seconds = time.perf_counter() - started
+        if cursor.rowcount != rows:
+            raise BenchError(f"the raw DELETE removed {cursor.rowcount} rows, not {rows}")
+    vacuums.append(vacuum_messages(config.database_url))
+    say(
+        f"raw        DELETE ... WHERE tenant_id = %s AND created_at < cutoff: {rows:,} rows in "
+        f"{raw_seconds:.2f} s = {rows / raw_seconds:9,.0f} rows/s (alone, one statement)"
+    )
+    say(
+        f"           loaded in {load:.1f} s (INSERT ... SELECT generate_series, ANALYZE); "
+        f"VACUUM ANALYZE sessions_app_message after the DELETE: {vacuums[-1]:.1f} s"
+    )
+    load += load_expired(
+        database_url=config.database_url, tenant_id=tenant.pk, holders=holders, rows=rows
+    )
+    say(f"           loaded again (and ANALYZEd): {rows:,} expired messages")
+    # (b) the appenders alone, for their baseline.
+    sessions = [
+        setup.new_session(f"cleanup-append-{i}", tenant=tenant) for i in range(config.clients)
+    ]
+    appenders = Appenders(port=server.port, secret=secret, sessions=sessions, warmup=config.warmup)
+    appenders.start()
+    try:
+        start = time.monotonic()
+        before = cpu_sample(server.pid)
+        time.sleep(config.cleanup_seconds)
+        end = time.monotonic()
+        after = cpu_sample(server.pid)
+    finally:
+        samples = appenders.stop()
+    alone = appends_between(samples, start, end, before, after)
+    say(
+        f"alone      {alone.appends} appends in {alone.seconds:5.2f} s = "
+        f"{alone.rate:7.1f} appends/s"
+    )
+    say(f"           {alone.latency.line()}")
+    say(f"           {cpu_line(alone.cpu)}")
+    # (c) retention_prune_tenant in its own process while the appenders append.
+    pruner = start_pruner(setup.env, CLEANUP_TENANT)
+    assert pruner.stdin is not None
+    assert pruner.stdout is not None
+    appenders = Appenders(port=server.port, secret=secret, sessions=sessions, warmup=config.warmup)
+    try:
+        appenders.start()
+        before = cpu_sample(server.pid)
+        pruner.stdin.write("go\n")
+        pruner.stdin.flush()
+        line = pruner.stdout.readline()
+        after = cpu_sample(server.pid)
+    finally:
+        samples = appenders.stop()
+        if pruner.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                pruner.wait(timeout=30)
+        if pruner.poll() is None:
+            pruner.kill()
+            pruner.wait()
+    try:
+        report = json.loads(line)
+    except json.JSONDecodeError:
+        raise BenchError(f"bench/prune_worker.py failed (exit {pruner.returncode})") from None
+    during = appends_between(samples, report["started"], report["ended"], before, after)
+    prune_seconds = report["ended"] - report["started"]
+    counts: dict[str, int] = report["counts"]
+    batch_times = report["message_batches"]
+    left = count_expired(config.database_url, tenant.pk)
+    if counts.get("messages") != rows or left:
+        raise BenchError(
+            f"retention removed {counts.get('messages')} messages of {rows}; {left} expired left"
+        )
+    vacuums.append(vacuum_messages(config.database_url))
+    prune_rate = rows / prune_seconds
+    say(
+        f"cleanup    retention_prune_tenant: {rows:,} rows in {prune_seconds:.2f} s = "
+        f"{prune_rate:9,.0f} rows/s, {len(batch_times)} batches of 1000 ids "
+        f"(each: select ids, delete, commit)"
+    )
+    batch = Latency.of(batch_times)
+    say(f"           batch {batch.line()}")
+    say(
+        f"during     {during.appends} appends in {during.seconds:5.2f} s = "
+        f"{during.rate:7.1f} appends/s"
+    )
+    say(f"           {during.latency.line()}")
+    say(f"           {cpu_line(during.cpu)} (the cleanup's process counts as other)")
+    say(
+        f"check: retention removed all {rows:,} expired messages and nothing else "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}); VACUUM ANALYZE "
+        f"sessions_app_message afterwards: {vacuums[-1]:.1f} s"
+    )
+    result = CleanupResult(
+        rows=rows,
+        raw_seconds=raw_seconds,
+        raw_rate=rows / raw_seconds,
+        prune_seconds=prune_seconds,
+        prune_rate=prune_rate,
+        prune_counts=counts,
+        batches=len(batch_times),
+        batch=batch,
+        rate_ratio=prune_rate / (rows / raw_seconds),
+        alone=alone,
+        during=during,
+        p99_ratio=during.latency.p99_ms / alone.latency.p99_ms,
+        load_seconds=load,
+        vacuum_seconds=vacuums,
+    )
+    say(f"ratio cleanup/raw {result.rate_ratio:.3f} (rows/s)    {cleanup_verdict(result)}")
+    return result
+
+
 # --- profile of one request, in-process --------------------------------------------------------
 
 
@@ -1826,6 +2516,25 @@ APPEND_PHASES: list[Phase] = [
         "data",
         "max",
     ),
+]
+LLM_APPEND_PHASES: list[Phase] = [
+    *APPEND_PHASES,
+    (
+        3,
+        "summary request (pending_claim's UPDATE)",
+        "sessions_app/summaries.py",
+        "summary_request",
+        "max",
+    ),
+    (
+        3,
+        "extraction request (pending_claim's UPDATE)",
+        "sessions_app/extraction.py",
+        "extraction_request",
+        "max",
+    ),
+    (3, "Celery enqueue after commit (Task.delay)", "celery/app/task.py", "delay", "max"),
+    (4, "of which the broker's publish", "kombu/messaging.py", "_publish", "max"),
 ]
 READ_PHASES: list[Phase] = [
     *AUTH_PHASES,
@@ -2169,6 +2878,8 @@ def bench_profiles(setup: Setup) -> dict[str, Any]:
         )
         print_profile(appends, top=True)
         results["append"] = asdict(appends)
+    if setup.llm_tenants is not None:
+        results.update(profile_llm_appends(setup))
     if setup.read_session is not None:
         read_url = f"/api/v1/sessions/{setup.read_session.id}/messages/?last=20"
 
@@ -2232,6 +2943,63 @@ def bench_profiles(setup: Setup) -> dict[str, Any]:
                 f"of {profile.wall_ms:.2f} ms per context call"
             )
             results[key] = asdict(profile)
+    return results
+
+
+def profile_llm_appends(setup: Setup) -> dict[str, Any]:
+    """One append (user and assistant turns) with the policy off and on, in-process, an LLM
+    configured (never called), the requests reset after each append as in the llm part: what a
+    summary and an extraction request add to the request, statement by statement."""
+    import logging
+
+    from django.test import override_settings
+
+    # kombu's filesystem transport warns once that its URL names no host.
+    logging.getLogger("kombu.connection").setLevel(logging.ERROR)
+    assert setup.llm_tenants is not None
+    config = setup.config
+    results: dict[str, Any] = {}
+    walls: dict[str, float] = {}
+    with override_settings(LLM_BASE_URL="http://127.0.0.1:9/v1"):  # never called
+        for mode in ("off", "on"):
+            tenant, secret = setup.llm_tenants[mode]
+            client = InProcessClient(secret)
+            session_id = setup.new_session(f"llm-profile-{mode}", tenant=tenant)
+            url = f"/api/v1/sessions/{session_id}/messages/"
+            reset = RequestReset(config.database_url, session_id, config.llm_reset_every)
+
+            def append(
+                index: int,
+                url: str = url,
+                reset: RequestReset = reset,
+                client: InProcessClient = client,
+            ) -> None:
+                role = "assistant" if index % 2 else "user"
+                body = {"role": role, "content": message_content(0, index)}
+                client("POST", url, json.dumps(body).encode(), 201)
+                reset()
+
+            section(
+                f"Profile of one append, summarization and extraction {mode} (in-process, "
+                "user and assistant turns, requests reset after each)"
+            )
+            try:
+                profile = profile_requests(
+                    what="append",
+                    request=append,
+                    count=config.profile_requests,
+                    phases=LLM_APPEND_PHASES,
+                )
+            finally:
+                reset.close()
+            print_profile(profile, top=False)
+            results[f"append_llm_{mode}"] = asdict(profile)
+            walls[mode] = profile.wall_ms
+    say(
+        f"on - off: {walls['on'] - walls['off']:+.2f} ms per append in-process "
+        f"({walls['on'] / walls['off']:.2f}x; the wall times include the bench's reset UPDATE "
+        "after each append, in both)"
+    )
     return results
 
 
@@ -2339,16 +3107,18 @@ def terminate_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def cleanup(database_url: str, session_ids: list[str], api_key_id: str | None) -> None:
+def cleanup(database_url: str, session_ids: list[str], api_key_ids: list[str]) -> None:
     import psycopg
 
     with psycopg.connect(database_url) as conn:
         ids = [uuid.UUID(value) for value in session_ids]
         if ids:
             conn.execute("DELETE FROM sessions_app_message WHERE session_id = ANY(%s)", (ids,))
+            conn.execute("DELETE FROM sessions_app_summary WHERE session_id = ANY(%s)", (ids,))
+            conn.execute("DELETE FROM sessions_app_stateentry WHERE session_id = ANY(%s)", (ids,))
             conn.execute("DELETE FROM sessions_app_session WHERE id = ANY(%s)", (ids,))
-        if api_key_id:
-            conn.execute("DELETE FROM accounts_apikey WHERE id = %s", (api_key_id,))
+        if api_key_ids:
+            conn.execute("DELETE FROM accounts_apikey WHERE id = ANY(%s)", (api_key_ids,))
         conn.commit()
 
 
@@ -2362,14 +3132,17 @@ class Setup:
     fact_set: FactSet | None = None  # None: --only without facts
     search_statement: SearchStatement | None = None
     context: ContextSetup | None = None  # None: --only without context
+    # The llm part's tenants ("off", "on") and the cleanup part's, each with an API key's secret.
+    llm_tenants: dict[str, tuple[Tenant, str]] | None = None
+    cleanup_tenant: tuple[Tenant, str] | None = None
     sessions: list[str] = field(default_factory=list)  # append sessions, deleted at the end
 
-    def new_session(self, label: str) -> str:
+    def new_session(self, label: str, tenant: Tenant | None = None, user: bool = True) -> str:
         from sessions_app.services import session_create_or_get
 
         session, _ = session_create_or_get(
-            tenant=self.tenant,
-            user_id=f"bench:{label}",
+            tenant=tenant or self.tenant,
+            user_id=f"bench:{label}" if user else None,
             agent_id="bench",
             metadata={"bench": "append"},
         )
@@ -2467,7 +3240,7 @@ def bench_reads(setup: Setup, server: Gunicorn) -> tuple[Latency, Latency]:
     return api, raw
 
 
-def prepare(config: Config) -> tuple[Setup, Any]:
+def prepare(config: Config) -> tuple[Setup, list[str]]:
     section("MemoryHub benchmark" + (" (--big)" if config.big else ""))
     pg = check_postgres_and_create_database(config.database_url)
     env = django_environment(config.database_url)
@@ -2502,9 +3275,23 @@ def prepare(config: Config) -> tuple[Setup, Any]:
             f"{config.context_calls} calls each"
             + ("" if "facts" in config.only else f" (facts: {config.facts:,})")
         )
+    if "llm" in config.only:
+        sizes.append(
+            f"summarize/extract off vs on: {config.clients} clients x {config.appends} appends "
+            f"each (+{config.warmup} warm-up), in {len(LLM_ROUNDS)} alternating rounds"
+        )
+    if "cleanup" in config.only:
+        sizes.append(
+            f"cleanup of {config.cleanup_rows:,} expired messages, {config.clients} appenders "
+            f"({config.cleanup_seconds:g} s alone)"
+        )
     say(f"sizes      {'; '.join(sizes)}")
+    say(f"broker     {broker_description(env)} (no worker: enqueued tasks wait, purged at the end)")
     tenant = bench_tenant()
     api_key, secret = create_api_key(tenant)
+    api_key_ids = [str(api_key.pk)]
+    llm_tenants: dict[str, tuple[Tenant, str]] | None = None
+    cleanup_tenant: tuple[Tenant, str] | None = None
     read_session: ReadSession | None = None
     fact_set: FactSet | None = None
     statement: SearchStatement | None = None
@@ -2527,8 +3314,35 @@ def prepare(config: Config) -> tuple[Setup, Any]:
             )
         if fact_set is not None and "context" in config.only:
             context = ensure_context(tenant=tenant, config=config, fact_set=fact_set)
+        # Policies before gunicorn starts: its workers cache them (per process, a few seconds).
+        huge = 2_000_000_000  # summary threshold out of reach
+        if "llm" in config.only:
+            llm_tenants = {}
+            for mode, slug in LLM_TENANTS.items():
+                on = mode == "on"
+                policy_tenant = ensure_policy_tenant(
+                    slug,
+                    memory_enabled=True,
+                    extraction_enabled=on,
+                    summary_threshold_tokens=1 if on else huge,
+                    summary_keep_recent=0 if on else 10,
+                )
+                key, key_secret = create_api_key(policy_tenant)
+                api_key_ids.append(str(key.pk))
+                llm_tenants[mode] = (policy_tenant, key_secret)
+        if "cleanup" in config.only:
+            policy_tenant = ensure_policy_tenant(
+                CLEANUP_TENANT,
+                memory_enabled=True,
+                extraction_enabled=False,
+                summary_threshold_tokens=huge,
+                retention_days=CLEANUP_RETENTION_DAYS,
+            )
+            key, key_secret = create_api_key(policy_tenant)
+            api_key_ids.append(str(key.pk))
+            cleanup_tenant = (policy_tenant, key_secret)
     except BaseException:
-        cleanup(config.database_url, [], str(api_key.pk))
+        cleanup(config.database_url, [], api_key_ids)
         raise
     if read_session is not None:
         if read_session.loaded_seconds is not None:
@@ -2558,13 +3372,15 @@ def prepare(config: Config) -> tuple[Setup, Any]:
         fact_set=fact_set,
         search_statement=statement,
         context=context,
+        llm_tenants=llm_tenants,
+        cleanup_tenant=cleanup_tenant,
     )
-    return setup, api_key
+    return setup, api_key_ids
 
 
 def run(config: Config) -> dict[str, Any]:
     started = time.perf_counter()
-    setup, api_key = prepare(config)
+    setup, api_key_ids = prepare(config)
     from django.db import connections
 
     results: dict[str, Any] = {"config": asdict(config)}
@@ -2572,29 +3388,45 @@ def run(config: Config) -> dict[str, Any]:
     reads: tuple[Latency, Latency] | None = None
     search: SearchResult | None = None
     context: ContextResult | None = None
-    try:
-        server = Gunicorn(
-            env=setup.env,
-            workers=config.workers,
-            worker_class=config.worker_class,
-            threads=config.threads,
-        )
+    llm: LlmResult | None = None
+    cleanup_result: CleanupResult | None = None
+    part_seconds: dict[str, float] = {}
+
+    def timed(part: str, function: Callable[[], Any]) -> Any:
+        part_started = time.perf_counter()
         try:
-            server.start()
-            say(f"gunicorn   up on 127.0.0.1:{server.port}")
-            if "appends" in config.only:
-                appends = bench_appends(setup, server)
-            if "reads" in config.only:
-                reads = bench_reads(setup, server)
-            if "facts" in config.only:
-                search = bench_facts(setup, server)
-            if "context" in config.only:
-                context = bench_context(setup, server)
-        except BenchError:
-            say(f"\ngunicorn log (tail):\n{server.tail()}")
-            raise
+            return function()
         finally:
-            server.stop()
+            part_seconds[part] = time.perf_counter() - part_started
+
+    try:
+        if set(config.only) - {"llm"}:
+            server = Gunicorn(
+                env=setup.env,
+                workers=config.workers,
+                worker_class=config.worker_class,
+                threads=config.threads,
+            )
+            try:
+                server.start()
+                say(f"gunicorn   up on 127.0.0.1:{server.port}")
+                if "appends" in config.only:
+                    appends = timed("appends", lambda: bench_appends(setup, server))
+                if "reads" in config.only:
+                    reads = timed("reads", lambda: bench_reads(setup, server))
+                if "facts" in config.only:
+                    search = timed("facts", lambda: bench_facts(setup, server))
+                if "context" in config.only:
+                    context = timed("context", lambda: bench_context(setup, server))
+                if "cleanup" in config.only:
+                    cleanup_result = timed("cleanup", lambda: bench_cleanup(setup, server))
+            except BenchError:
+                say(f"\ngunicorn log (tail):\n{server.tail()}")
+                raise
+            finally:
+                server.stop()
+        if "llm" in config.only:
+            llm = timed("llm", lambda: bench_llm(setup))  # its own gunicorn, with an LLM
         if appends is not None:
             api, raw = appends
             results.update(
@@ -2629,11 +3461,17 @@ def run(config: Config) -> dict[str, Any]:
             results["context_person"] = setup.context.person
             results["context_person_facts"] = setup.context.facts
             results["messages_table_rows"] = setup.context.table_rows
+        if llm is not None:
+            results["llm"] = asdict(llm)
+        if cleanup_result is not None:
+            results["cleanup"] = asdict(cleanup_result)
         if config.profile:
             results["profile"] = bench_profiles(setup)
     finally:
         connections.close_all()
-        cleanup(config.database_url, setup.sessions, str(api_key.pk))
+        cleanup(config.database_url, setup.sessions, api_key_ids)
+        with contextlib.suppress(Exception):  # a broker that went away: nothing to purge
+            broker_purge(setup.env)
 
     section("Summary")
     if appends is not None:
@@ -2679,8 +3517,28 @@ def run(config: Config) -> dict[str, Any]:
         floor = results.get("profile", {}).get("context_large", {}).get("db_ms")
         if floor is not None:
             say(f"context database floor {floor:.2f} ms per call (in-process profile)")
+    if llm is not None:
+        say(
+            f"llm     off p99 {llm.off.latency.p99_ms:6.2f} ms   "
+            f"on p99 {llm.on.latency.p99_ms:6.2f} ms    "
+            f"rate off {llm.off.rate:6.1f}/s  on {llm.on.rate:6.1f}/s"
+        )
+        say(f"llm     {llm_verdict(llm)}")
+    if cleanup_result is not None:
+        c = cleanup_result
+        say(
+            f"cleanup {c.prune_rate:9,.0f} rows/s   raw DELETE {c.raw_rate:9,.0f} rows/s   "
+            f"ratio {c.rate_ratio:.3f}    ({c.rows:,} rows)"
+        )
+        say(
+            f"cleanup appenders p99 {c.alone.latency.p99_ms:6.2f} ms alone, "
+            f"{c.during.latency.p99_ms:6.2f} ms during    {cleanup_verdict(c)}"
+        )
     elapsed = time.perf_counter() - started
     results["elapsed_seconds"] = elapsed
+    results["part_seconds"] = part_seconds
+    if part_seconds:
+        say("time       " + ", ".join(f"{k} {v:.0f} s" for k, v in part_seconds.items()))
     if config.save:
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
