@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from memoryhub.core.after_response import after_response
 from sessions_app.models import Session
 
 PendingField = Literal["summary_requested_at", "extraction_requested_at"]
@@ -40,7 +41,10 @@ def pending_claim(
     claimed = Session.objects.filter(pk=session_id).filter(pending).update(**stamp)
     if not claimed:
         return False
-    transaction.on_commit(enqueue, robust=True)
+    # After commit (the worker must see the rows), and after the response has gone out: the
+    # broker round trip is not the bot's to wait for. A lost enqueue leaves the request set,
+    # and the sweep takes it over once stale.
+    transaction.on_commit(lambda: after_response(enqueue), robust=True)
     return True
 
 
