@@ -40,6 +40,7 @@ format: install
 
 bench: install
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+	$(BIN)/python bench/import_memory.py
 
 bench-big: install
 	$(BIN)/python bench/run.py --big $(BENCH_ARGS)
