@@ -27,11 +27,11 @@ from memoryhub.context import (
 from memoryhub.core.exceptions import ResourceNotFound
 from memoryhub.core.search import EmptySearchQuery, search_terms
 from memoryhub.web.tenancy import TenantRequest, tenant_page
-from sessions_app import selectors
+from sessions_app import selectors, task_selectors
 from sessions_app.api.filters import SessionFilter
 from sessions_app.context import session_context_for_tenant
 from sessions_app.forms import ContextPreviewForm, SessionFilterForm
-from sessions_app.models import Message, Plan, Session, Summary, TaskContext
+from sessions_app.models import Message, Plan, PlanStatus, Session, Summary, TaskContext
 from sessions_app.purge import purge_session
 from sessions_app.services import Actor
 
@@ -397,4 +397,36 @@ def session_purge(request: TenantRequest, session_id: uuid.UUID) -> HttpResponse
         request,
         "sessions_app/purge.html",
         {"session": session, "counts": counts, "count_rows": count_rows},
+    )
+
+
+# --- asynchronous work (seed 002) ---------------------------------------------------------------
+
+WORK_PAGE_SIZE = 50
+
+
+@tenant_page()
+@require_GET
+def work_list(request: TenantRequest) -> HttpResponse:
+    """Running plans and the task contexts still waiting for sub-tasks, newest first."""
+    plans = list(
+        task_selectors.plan_list_for_tenant(tenant=request.tenant)
+        .filter(status=PlanStatus.RUNNING)
+        .order_by("-updated_at", "-id")[: WORK_PAGE_SIZE + 1]
+    )
+    tasks = list(
+        task_selectors.task_context_list_for_tenant(tenant=request.tenant)
+        .filter(sub_tasks__isnull=False)
+        .distinct()
+        .order_by("-updated_at", "-id")[: WORK_PAGE_SIZE + 1]
+    )
+    return render(
+        request,
+        "sessions_app/work.html",
+        {
+            "plans": plans[:WORK_PAGE_SIZE],
+            "more_plans": len(plans) > WORK_PAGE_SIZE,
+            "tasks": tasks[:WORK_PAGE_SIZE],
+            "more_tasks": len(tasks) > WORK_PAGE_SIZE,
+        },
     )

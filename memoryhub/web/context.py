@@ -13,6 +13,7 @@ from memoryhub.web.tenancy import membership_can_edit, memberships_for
 NAVIGATION = (
     ("web:dashboard", "Dashboard"),
     ("sessions_pages:list", "Sessions"),
+    ("sessions_pages:work", "Plans and tasks"),
     ("people_pages:list", "People"),
     ("facts_pages:search", "Search"),
     ("accounts_pages:audit", "Audit log"),
