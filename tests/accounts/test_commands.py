@@ -53,3 +53,13 @@ def test_bootstrap_demo_is_rerunnable_and_revokes_the_previous_demo_key(db):
     assert User.objects.filter(username="admin", is_superuser=True).count() == 1
     assert Membership.objects.filter(tenant__slug="demo").count() == 1
     assert ApiKey.objects.filter(tenant__slug="demo", revoked=False).count() == 1
+
+
+def test_seed_demo_fills_an_empty_demo_tenant_once(db):
+    from sessions_app.models import Message, Session
+
+    run("bootstrap_demo")
+    assert "Seeded 3 demo conversations" in run("seed_demo")
+    assert "nothing seeded" in run("seed_demo")
+    assert Session.objects.count() == 3
+    assert Message.objects.filter(content__contains="aubergines").count() == 2

@@ -50,7 +50,8 @@ class Command(BaseCommand):
         self.stdout.write("")
         self.stdout.write("=" * 72)
         self.stdout.write(f" Demo tenant: {tenant.slug}")
-        self.stdout.write(f" Admin user:  {username} ({admin_note}) -> /admin/")
+        self.stdout.write(f" Admin user:  {username} ({admin_note})")
+        self.stdout.write(" Web UI:      http://127.0.0.1:8000/ (log in as the admin) · /admin/")
         self.stdout.write(f" API key:     {secret}")
         self.stdout.write(
             "   (all scopes; a new key is issued and the old one revoked on each run)"
