@@ -22,6 +22,7 @@ from memoryhub.accounts.models import (
     AuditAction,
     AuditEvent,
     EndUser,
+    MemoryPolicy,
     Tenant,
     User,
     end_user_id_is_storable,
@@ -189,3 +190,23 @@ def audited_delete(
             counts=counts,
         )
     return counts
+
+
+def memory_policy_save(
+    *, policy: MemoryPolicy, changes: dict[str, Any], actor_type: str, actor: str
+) -> MemoryPolicy:
+    """Save a tenant's or agent's memory policy (validated by the caller) with its audit event,
+    in one transaction; `changes` ({field: new value}) goes into the event."""
+    created = policy.pk is None
+    with transaction.atomic():
+        policy.save()
+        audit_event_record(
+            tenant=policy.tenant,
+            actor_type=actor_type,
+            actor=actor,
+            action=AuditAction.CREATE if created else AuditAction.UPDATE,
+            object_type="memory_policy",
+            object_id=policy.agent_id,
+            detail={"agent_id": policy.agent_id, "changes": changes},
+        )
+    return policy

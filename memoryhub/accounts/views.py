@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -31,16 +31,15 @@ from memoryhub.accounts.forms import (
 from memoryhub.accounts.models import (
     ActorType,
     ApiKey,
-    AuditAction,
     AuditEvent,
     MemoryPolicy,
 )
 from memoryhub.accounts.services import (
     api_key_create,
     api_key_revoke,
-    audit_event_record,
     audited_delete,
     deletion_counts,
+    memory_policy_save,
 )
 from memoryhub.web.tenancy import TenantRequest, tenant_page
 
@@ -102,27 +101,14 @@ def audit(request: TenantRequest) -> HttpResponse:
 # --- Memory policy ----------------------------------------------------------------------------
 
 
-def _policy_save(*, request: TenantRequest, form: MemoryPolicyForm) -> MemoryPolicy:
-    """Save the policy and audit it, together. (A policy is one row edited by staff: no service
-    of its own exists, so the page keeps the save and its audit event in one transaction.)"""
-    created = form.instance.pk is None
-    with transaction.atomic():
-        policy: MemoryPolicy = form.save()
-        audit_event_record(
-            tenant=request.tenant,
-            actor_type=ActorType.STAFF,
-            actor=_actor(request),
-            action=AuditAction.CREATE if created else AuditAction.UPDATE,
-            object_type=POLICY_OBJECT_TYPE,
-            object_id=policy.agent_id,
-            detail={"agent_id": policy.agent_id, "changes": form.changes()},
-        )
-    return policy
-
-
 def _save_or_error(*, request: TenantRequest, form: MemoryPolicyForm) -> MemoryPolicy | None:
     try:
-        return _policy_save(request=request, form=form)
+        return memory_policy_save(
+            policy=form.save(commit=False),
+            changes=form.changes(),
+            actor_type=ActorType.STAFF,
+            actor=_actor(request),
+        )
     except IntegrityError:
         # Someone saved the same policy (or agent) at the same moment.
         form.add_error(None, "Someone else saved this policy meanwhile. Reload and try again.")
