@@ -3,7 +3,7 @@
     python bench/prune_worker.py TENANT_SLUG
 
 It sets up Django (bench/run.py passes the environment: database, settings), prints "ready",
-waits for a line on stdin, calls sessions_app.retention.retention_prune_tenant for the tenant
+waits for a line on stdin, calls memoryhub.retention.prune.retention_prune_tenant for the tenant
 (what the hourly beat task and `manage.py prune_memory --tenant SLUG` call), and prints one JSON
 line: when it started and ended (time.monotonic(), which bench/run.py's clients share), the
 counts per kind, and the seconds each batch of messages took. A process of its own, like the
@@ -28,7 +28,7 @@ def main(slug: str) -> int:
     from django.db import connection
 
     from memoryhub.accounts.models import Tenant
-    from sessions_app.retention import retention_prune_tenant
+    from memoryhub.retention.prune import retention_prune_tenant
 
     tenant = Tenant.objects.get(slug=slug)
     connection.ensure_connection()

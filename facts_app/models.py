@@ -7,7 +7,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from memoryhub.core.models import TenantOwnedModel
+from memoryhub.accounts.models import TenantOwnedModel
 
 MEMORY_KEY_MAX_LENGTH = 64
 MEMORY_KEY_PATTERN = r"^[a-z][a-z0-9_]*$"

@@ -15,6 +15,6 @@ app.autodiscover_tasks()
 def _ensure_filesystem_broker_folders(sender: Celery, **_: object) -> None:
     # kombu's filesystem transport fails on first use if its folders are missing.
     options = sender.conf.broker_transport_options or {}
-    for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+    for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
         if folder := options.get(key):
             os.makedirs(folder, exist_ok=True)

@@ -48,10 +48,13 @@ INSTALLED_APPS = [
     "memoryhub.accounts",
     "memoryhub.core",
     "memoryhub.llm",
-    "memoryhub.transfer",
-    "memoryhub.web",
     "sessions_app",
     "facts_app",
+    # The wing: cross-app features (they import the apps; the apps never import them).
+    "memoryhub.context",
+    "memoryhub.retention",
+    "memoryhub.transfer",
+    "memoryhub.web",
 ]
 
 MIDDLEWARE = [
@@ -275,6 +278,8 @@ else:
         "data_folder_in": str(CELERY_DATA_DIR / "queue"),
         "data_folder_out": str(CELERY_DATA_DIR / "queue"),
         "processed_folder": str(CELERY_DATA_DIR / "processed"),
+        # Without it kombu keeps its exchange tables in ./control of the working directory.
+        "control_folder": str(CELERY_DATA_DIR / "control"),
         "store_processed": False,
     }
 CELERY_TASK_ACKS_LATE = True

@@ -6,12 +6,16 @@ from memoryhub import health
 
 urlpatterns = [
     path("", include("memoryhub.web.urls")),
+    path("", include("memoryhub.retention.urls")),
     path("sessions/", include("sessions_app.urls")),
+    path("sessions/", include("memoryhub.context.urls")),
     path("people/", include("memoryhub.people.page_urls")),
-    path("search/", include("facts_app.urls")),
+    path("search/", include("memoryhub.search.urls")),
     path("tenant/", include("memoryhub.accounts.urls")),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("memoryhub.retention.api_urls")),
     path("api/v1/", include("sessions_app.api.urls")),
+    path("api/v1/", include("memoryhub.context.api_urls")),
     path("api/v1/", include("facts_app.api.urls")),
     path("api/v1/", include("memoryhub.people.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -1,4 +1,4 @@
-"""Page forms for sessions: the list's filters and the context preview's budget."""
+"""Page forms for sessions: the list's filters."""
 
 from __future__ import annotations
 
@@ -8,11 +8,7 @@ from django import forms
 
 from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH
 from memoryhub.core.search import MAX_QUERY_CHARS
-from sessions_app.api.context import MAX_TOKENS_RANGE
 from sessions_app.models import AGENT_ID_MAX_LENGTH
-
-# The API's bounds for max_messages (ContextQuerySerializer).
-MAX_MESSAGES_RANGE = (0, 500)
 
 
 class SessionFilterForm(forms.Form):
@@ -48,29 +44,3 @@ class SessionFilterForm(forms.Form):
         if start and end and start > end:
             self.add_error("active_to", "Must be on or after “Active from”.")
         return cleaned
-
-
-class ContextPreviewForm(forms.Form):
-    """The context endpoint's query parameters, bounded as the API bounds them; an empty field
-    takes the tenant's memory-policy default, as an absent parameter does."""
-
-    max_tokens = forms.IntegerField(
-        label="Max tokens",
-        required=False,
-        min_value=MAX_TOKENS_RANGE[0],
-        max_value=MAX_TOKENS_RANGE[1],
-        help_text=f"{MAX_TOKENS_RANGE[0]}-{MAX_TOKENS_RANGE[1]}; empty: the policy's default.",
-    )
-    max_messages = forms.IntegerField(
-        label="Max messages",
-        required=False,
-        min_value=MAX_MESSAGES_RANGE[0],
-        max_value=MAX_MESSAGES_RANGE[1],
-        help_text=f"{MAX_MESSAGES_RANGE[0]}-{MAX_MESSAGES_RANGE[1]}; empty: the policy's default.",
-    )
-    query = forms.CharField(
-        label="Query",
-        required=False,
-        max_length=MAX_QUERY_CHARS,
-        help_text="Picks the relevant facts; empty: the latest user message does.",
-    )

@@ -8,7 +8,7 @@ import uuid
 from django.db import models
 from uuid6 import uuid7
 
-from memoryhub.core.models import TenantOwnedModel
+from memoryhub.accounts.models import TenantOwnedModel
 
 AGENT_ID_MAX_LENGTH = 128
 EXTERNAL_KEY_MAX_LENGTH = 255

@@ -13,27 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rest_framework import exceptions, status
+from memoryhub.core.errors import PreconditionFailed, PreconditionRequired
 
 IF_MATCH = "If-Match"
-
-
-class PreconditionFailed(exceptions.APIException):
-    status_code = status.HTTP_412_PRECONDITION_FAILED
-    default_detail = (
-        "The resource changed since you read it (If-Match does not match its ETag). "
-        "Read it again, reapply your change and retry."
-    )
-    default_code = "precondition_failed"
-
-
-class PreconditionRequired(exceptions.APIException):
-    status_code = status.HTTP_428_PRECONDITION_REQUIRED
-    default_detail = (
-        "Send If-Match with the ETag you read: a blind replacement could undo someone "
-        "else's change."
-    )
-    default_code = "precondition_required"
 
 
 @dataclass(frozen=True)

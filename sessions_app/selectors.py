@@ -12,7 +12,7 @@ from django.db.models import Count, F, IntegerField, OuterRef, QuerySet, Subquer
 from django.db.models.functions import Coalesce
 
 from memoryhub.accounts.models import Tenant
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.search import FullTextRanker, Ranker
 from sessions_app.models import Message, Plan, Session, StateEntry, Summary, TaskContext
 

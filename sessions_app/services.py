@@ -10,11 +10,10 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from memoryhub.accounts.models import EndUser, Tenant
+from memoryhub.accounts.models import Actor, EndUser, Tenant
 from memoryhub.accounts.selectors import memory_disabled_anywhere, memory_policy_for
 from memoryhub.accounts.services import audited_delete, end_user_get_or_create
-from memoryhub.core.errors import Conflict
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.errors import Conflict, ResourceNotFound
 from memoryhub.core.tokens import count_tokens
 from sessions_app.extraction import extraction_enabled, extraction_request
 from sessions_app.models import Message, MessageRole, Session, StateEntry
@@ -42,14 +41,6 @@ def message_inputs_counted(*, messages: list[MessageInput]) -> list[MessageInput
         else replace(item, token_count=count_tokens(item.content))
         for item in messages
     ]
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who did a write, for the audit log: ("api_key", prefix), ("staff", username), ..."""
-
-    type: str
-    name: str
 
 
 def session_create_or_get(

@@ -27,7 +27,7 @@ from memoryhub.accounts.models import (
     default_summary_threshold_tokens,
 )
 from memoryhub.accounts.selectors import memory_policy_for
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.tokens import count_tokens
 from memoryhub.llm import ChatMessage, Completion
 from memoryhub.llm.client import get_llm_client

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet, prefetch_related_objects
 
 from memoryhub.accounts.models import Tenant
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.errors import ResourceNotFound
 from sessions_app.models import Plan, SubTask, TaskContext
 
 

@@ -20,10 +20,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import prefetch_related_objects
 
-from memoryhub.accounts.models import EndUser, Tenant
+from memoryhub.accounts.models import Actor, EndUser, Tenant
 from memoryhub.accounts.services import audited_delete, end_user_get_or_create
-from memoryhub.core.errors import Conflict
-from memoryhub.core.exceptions import InvalidInput, ResourceNotFound
+from memoryhub.core.errors import Conflict, InvalidInput, ResourceNotFound
 from memoryhub.core.limits import json_size_bytes, limit
 from sessions_app.models import (
     DEFAULT_RESPONSE_TOPIC,
@@ -35,7 +34,6 @@ from sessions_app.models import (
     TaskContext,
 )
 from sessions_app.preconditions import IfMatch, precondition_check
-from sessions_app.services import Actor
 
 
 def json_merge_patch(*, target: Any, patch: Any) -> Any:

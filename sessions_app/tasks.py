@@ -9,9 +9,8 @@ import uuid
 from celery import Task, shared_task
 from django.conf import settings
 
-from memoryhub.core.locks import exclusive_run
 from memoryhub.llm import LLMPermanentError, LLMTransientError
-from sessions_app import extraction, retention, summaries
+from sessions_app import extraction, summaries
 
 logger = logging.getLogger(__name__)
 
@@ -107,27 +106,3 @@ def extract_session_facts(self: Task, session_id: str) -> int | None:
 def extraction_sweep() -> int:
     """Beat: re-enqueue extraction requests whose task was lost."""
     return extraction.extraction_sweep()
-
-
-RETENTION_LOCK = "memoryhub-retention-cleanup"
-
-
-@shared_task(
-    acks_late=True,
-    ignore_result=True,
-    soft_time_limit=max(60, int(settings.CLEANUP_INTERVAL_SECONDS * 0.8)),
-    time_limit=max(90, int(settings.CLEANUP_INTERVAL_SECONDS * 0.9)),
-)
-def retention_cleanup() -> dict[str, dict[str, int]] | None:
-    """Beat (hourly by default): apply every tenant's retention policy.
-
-    One run at a time across all workers and beats (an advisory lock); a second one finds the
-    lock taken and returns None. Safe to repeat: a run after a run deletes nothing. A run cut
-    short (time limit, lost worker) keeps what it deleted, audited, and the next run goes on.
-    """
-    with exclusive_run(RETENTION_LOCK) as acquired:
-        if not acquired:
-            logger.info("retention_cleanup: another run holds the lock; skipping")
-            return None
-        reports = retention.retention_prune()
-    return {report.tenant.slug: report.as_dict() for report in reports if report.total}

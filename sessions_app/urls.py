@@ -10,6 +10,4 @@ urlpatterns: list[URLPattern] = [
     path("", views.session_list, name="list"),
     path("work/", views.work_list, name="work"),
     path("<uuid:session_id>/", views.session_detail, name="detail"),
-    path("<uuid:session_id>/context/", views.session_context, name="context"),
-    path("<uuid:session_id>/purge/", views.session_purge, name="purge"),
 ]

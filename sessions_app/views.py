@@ -1,6 +1,6 @@
 """Session pages: the list (filters and text search), a session's transcript and what is kept
 about it, its context preview, and its purge. Thin: reads go through the selectors and the
-context package, the purge through sessions_app.purge (which audits)."""
+context package, the purge through memoryhub.retention.purge (which audits)."""
 
 from __future__ import annotations
 
@@ -10,30 +10,19 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
-from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
 
-from memoryhub.accounts.models import ActorType
-from memoryhub.context import (
-    Budget,
-    SectionReport,
-    render_markdown,
-    render_messages,
-)
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.accounts.models import Actor, ActorType
+from memoryhub.accounts.pages import TenantRequest, tenant_page
+from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.search import EmptySearchQuery, search_terms
-from memoryhub.web.tenancy import TenantRequest, tenant_page
 from sessions_app import selectors, task_selectors
 from sessions_app.api.filters import SessionFilter
-from sessions_app.context import session_context_for_tenant
-from sessions_app.forms import ContextPreviewForm, SessionFilterForm
+from sessions_app.forms import SessionFilterForm
 from sessions_app.models import Message, Plan, PlanStatus, Session, Summary, TaskContext
-from sessions_app.purge import purge_session
-from sessions_app.services import Actor
 
 PAGE_SIZE = 50
 # The text search ranks this many messages and lists the sessions they are in, best first.
@@ -285,118 +274,7 @@ def session_detail(request: TenantRequest, session_id: uuid.UUID) -> HttpRespons
             "more_plans": len(plans) > WORK_ROWS,
             "tasks": [(task, _json(task.data), _json(task.state)) for task in tasks[:WORK_ROWS]],
             "more_tasks": len(tasks) > WORK_ROWS,
-            "context_form": ContextPreviewForm(),
         },
-    )
-
-
-# --- the context preview -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ContextPreview:
-    """What GET /api/v1/sessions/{id}/context/ answers, in both formats."""
-
-    content: str
-    tokens: int
-    messages_json: str
-    messages_tokens: int
-    max_tokens: int
-    budget: Budget
-    memory_enabled: bool
-    sections: list[SectionReport]
-
-
-def _context_preview(
-    *,
-    request: TenantRequest,
-    session_id: uuid.UUID,
-    max_tokens: int | None,
-    max_messages: int | None,
-    query: str,
-) -> ContextPreview:
-    """The context endpoint's code path (sessions_app.api.context.SessionContextView): the same
-    selectors, policy defaults, gather, assemble and render."""
-    try:
-        built = session_context_for_tenant(
-            tenant=request.tenant,
-            session_id=session_id,
-            max_tokens=max_tokens,
-            max_messages=max_messages,
-            query=query,
-        )
-    except ResourceNotFound:
-        raise Http404("No such session.") from None
-    context = built.context
-    return ContextPreview(
-        content=render_markdown(context),
-        tokens=context.markdown_tokens,
-        messages_json=_json(render_messages(context)),
-        messages_tokens=context.messages_tokens,
-        max_tokens=context.max_tokens,
-        budget=built.budget,
-        memory_enabled=built.memory_enabled,
-        sections=context.sections,
-    )
-
-
-@tenant_page()
-@require_GET
-def session_context(request: TenantRequest, session_id: uuid.UUID) -> HttpResponse:
-    session = _session_or_404(request, session_id)
-    form = ContextPreviewForm(request.GET)
-    preview = None
-    if form.is_valid():
-        preview = _context_preview(
-            request=request,
-            session_id=session.pk,
-            max_tokens=form.cleaned_data["max_tokens"],
-            max_messages=form.cleaned_data["max_messages"],
-            query=form.cleaned_data["query"],
-        )
-    context = {"session": session, "context_form": form, "preview": preview}
-    if request.htmx:
-        return render(request, "sessions_app/partials/context_preview.html", context)
-    return render(request, "sessions_app/context.html", context)
-
-
-# --- purge -------------------------------------------------------------------------------------
-
-
-def _counts_text(counts: dict[str, int]) -> str:
-    return ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in counts.items())
-
-
-@tenant_page()
-@require_http_methods(["GET", "POST"])
-def session_purge(request: TenantRequest, session_id: uuid.UUID) -> HttpResponse:
-    """GET: what purging the session would remove (the dry run). POST (not for viewers): purge
-    it; sessions_app.purge writes the audit event."""
-    session = _session_or_404(request, session_id)
-    if request.method == "POST":
-        if not request.can_edit:
-            raise PermissionDenied("Viewers can look but not change or delete.")
-        try:
-            counts = purge_session(
-                tenant=request.tenant,
-                session_id=session.pk,
-                dry_run=False,
-                actor=_staff_actor(request),
-            )
-        except ResourceNotFound:  # purged by someone else meanwhile
-            raise Http404("No such session.") from None
-        messages.success(
-            request, f"Purged session {session.pk}: {_counts_text(counts) or 'nothing'} removed."
-        )
-        return redirect("sessions_pages:list")
-    counts = purge_session(
-        tenant=request.tenant, session_id=session.pk, dry_run=True, actor=_staff_actor(request)
-    )
-    count_rows = [(kind, kind.replace("_", " "), count) for kind, count in counts.items()]
-    return render(
-        request,
-        "sessions_app/purge.html",
-        {"session": session, "counts": counts, "count_rows": count_rows},
     )
 
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.test import Client
 from rest_framework.test import APIClient
 
-from memoryhub.accounts.models import ApiKey, Tenant
+from memoryhub.accounts.models import ApiKey, Membership, MembershipRole, Tenant, User
 from memoryhub.accounts.selectors import memory_policy_cache_clear
 from memoryhub.accounts.services import api_key_create
 from sessions_app import services
@@ -114,3 +115,35 @@ def _static_files_without_collectstatic(settings: Any) -> None:
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+# --- pages: people with a role in a tenant, logged in through Django's test client ---------------
+
+
+@pytest.fixture
+def member_client(db: None) -> Callable[..., Client]:
+    """member_client(tenant, role="member") -> a Client logged in as a member of `tenant`."""
+    made = 0
+
+    def make(tenant: Tenant, role: str = MembershipRole.MEMBER, **more: Any) -> Client:
+        nonlocal made
+        made += 1
+        user = User.objects.create_user(username=f"{role}-{made}", password="pw-for-tests-only")
+        Membership.objects.create(user=user, tenant=tenant, role=role)
+        for other in more.get("also", []):
+            Membership.objects.create(user=user, tenant=other, role=role)
+        client = Client()
+        client.force_login(user)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def editor(tenant: Tenant, member_client: Callable[..., Client]) -> Client:
+    return member_client(tenant, MembershipRole.MEMBER)
+
+
+@pytest.fixture
+def viewer(tenant: Tenant, member_client: Callable[..., Client]) -> Client:
+    return member_client(tenant, MembershipRole.VIEWER)

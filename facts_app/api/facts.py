@@ -18,11 +18,11 @@ from facts_app.selectors.facts import (
     fact_search,
 )
 from facts_app.services.facts import fact_create, fact_delete, fact_update
+from memoryhub.accounts.api import LimitCursorPagination, TenantScopedAPIView
 from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ActorType, ApiKeyScope
 from memoryhub.accounts.permissions import InsufficientScope
 from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.accounts.services import end_user_get_or_create
-from memoryhub.core.api import LimitCursorPagination, TenantScopedAPIView
 from memoryhub.core.fields import StrictCharField
 from memoryhub.core.limits import validate_json_value, validate_text_size
 from memoryhub.core.search import EmptySearchQuery

@@ -20,11 +20,11 @@ from facts_app.models import (
 )
 from facts_app.selectors.memories import memory_get, memory_list, memory_versions
 from facts_app.services.memories import memory_delete, memory_save
+from memoryhub.accounts.api import TenantScopedAPIView
 from memoryhub.accounts.models import ActorType, ApiKeyScope, EndUser
 from memoryhub.accounts.permissions import InsufficientScope
 from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.accounts.services import end_user_get_or_create
-from memoryhub.core.api import TenantScopedAPIView
 from memoryhub.core.fields import StrictCharField
 from memoryhub.core.limits import validate_text_size
 

@@ -23,13 +23,8 @@ from rest_framework.response import Response
 from facts_app.models import Note
 from facts_app.selectors import notes as selectors
 from facts_app.services import notes as services
-from memoryhub.accounts.models import EndUser
-from memoryhub.accounts.selectors import end_user_get_for_tenant
-from memoryhub.accounts.services import end_user_get_or_create
-from memoryhub.core.api import LimitCursorPagination, TenantScopedAPIView
-from memoryhub.core.exceptions import ResourceNotFound
-from memoryhub.core.fields import StrictCharField
-from memoryhub.core.idempotency import (
+from memoryhub.accounts.api import LimitCursorPagination, TenantScopedAPIView
+from memoryhub.accounts.idempotency import (
     IDEMPOTENCY_KEY_PARAMETER,
     Performed,
     idempotency_key_from,
@@ -37,6 +32,11 @@ from memoryhub.core.idempotency import (
     request_fingerprint,
     run_idempotent,
 )
+from memoryhub.accounts.models import EndUser
+from memoryhub.accounts.selectors import end_user_get_for_tenant
+from memoryhub.accounts.services import end_user_get_or_create
+from memoryhub.core.errors import ResourceNotFound
+from memoryhub.core.fields import StrictCharField
 from memoryhub.core.limits import limit, validate_text_size
 
 QUERY_MAX_LENGTH = 1000

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from facts_app.models import Fact
 from memoryhub.accounts.models import Tenant
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.jsonfilters import filter_json_list_contains_all
 from memoryhub.core.search import FullTextRanker, Ranker
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from facts_app.models import UserMemory, UserMemoryVersion
 from memoryhub.accounts.models import EndUser, Tenant
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.errors import ResourceNotFound
 
 
 def memory_list(

@@ -17,7 +17,7 @@ from rest_framework import serializers
 
 from facts_app.models import Note, NoteKind
 from memoryhub.accounts.models import EndUser, Tenant
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.limits import limit
 
 logger = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from memoryhub.accounts.models import (
     Tenant,
 )
 from memoryhub.accounts.selectors import end_user_get_for_tenant
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.errors import ResourceNotFound
 
 DATE_INPUT = forms.DateInput(attrs={"type": "date"})
 PURGE_DAYS_MAX = 36_500  # as POST /api/v1/purge/ allows

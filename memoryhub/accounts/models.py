@@ -4,7 +4,8 @@ how bots authenticate (ApiKey) and what was done to it (AuditEvent)."""
 from __future__ import annotations
 
 import uuid
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
@@ -12,7 +13,21 @@ from django.core.validators import RegexValidator
 from django.db import models
 from rest_framework_api_key.models import AbstractAPIKey, BaseAPIKeyManager
 
-from memoryhub.core.models import TenantOwnedModel
+
+# Abstract bases every tenant-owned table uses: the tenant column and the one narrowing method.
+class TenantQuerySet(models.QuerySet[Any]):
+    def for_tenant(self, tenant: Tenant) -> Self:
+        """The only way API and page code narrows rows: everything else starts from here."""
+        return self.filter(tenant=tenant)
+
+
+class TenantOwnedModel(models.Model):
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
 
 
 class User(AbstractUser):
@@ -132,6 +147,14 @@ class AuditAction(models.TextChoices):
     KEY_REVOKE = "key_revoke", "API key revoked"
 
 
+@dataclass(frozen=True)
+class Actor:
+    """Who did a write, for the audit log: ("api_key", prefix), ("staff", username), ..."""
+
+    type: str
+    name: str
+
+
 class ActorType(models.TextChoices):
     API_KEY = "api_key", "API key"
     STAFF = "staff", "Staff user"
@@ -183,6 +206,9 @@ class IdempotencyRecord(TenantOwnedModel):
             )
         ]
         indexes = [models.Index(fields=["created_at"], name="idempotency_created")]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.key} ({self.response_status})"
 
 
 def default_summary_threshold_tokens() -> int:

@@ -14,7 +14,7 @@ from memoryhub.accounts.models import (
     Tenant,
     end_user_id_is_storable,
 )
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.errors import ResourceNotFound
 
 
 class ApiKeyInvalid(Exception):

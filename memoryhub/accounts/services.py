@@ -27,7 +27,7 @@ from memoryhub.accounts.models import (
     User,
     end_user_id_is_storable,
 )
-from memoryhub.core.exceptions import InvalidInput
+from memoryhub.core.errors import InvalidInput
 
 
 def audit_event_record(

@@ -2,7 +2,7 @@
 
 Thin, as DESIGN.md §2 asks: reads go through the tenant (`request.tenant`), writes through
 memoryhub.accounts.services (api_key_create, api_key_revoke, audited_delete,
-audit_event_record). The purge-by-age page is memoryhub.web.purge (it calls sessions_app).
+audit_event_record). The purge-by-age page is memoryhub.retention.views (it calls sessions_app).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from memoryhub.accounts.models import (
     AuditEvent,
     MemoryPolicy,
 )
+from memoryhub.accounts.pages import TenantRequest, tenant_page
 from memoryhub.accounts.services import (
     api_key_create,
     api_key_revoke,
@@ -41,15 +42,10 @@ from memoryhub.accounts.services import (
     deletion_counts,
     memory_policy_save,
 )
-from memoryhub.web.tenancy import TenantRequest, tenant_page
+from memoryhub.core.pages import count_rows, htmx_partial
 
 PAGE_SIZE = 50
 POLICY_OBJECT_TYPE = "memory_policy"
-
-
-def count_rows(counts: dict[str, int]) -> list[tuple[str, int]]:
-    """Deletion counts as (readable kind, count) rows: "state_entries" -> "state entries"."""
-    return [(kind.replace("_", " "), count) for kind, count in counts.items()]
 
 
 def _actor(request: TenantRequest) -> str:
@@ -59,10 +55,6 @@ def _actor(request: TenantRequest) -> str:
 def _require_editor(request: TenantRequest) -> None:
     if not request.can_edit:
         raise PermissionDenied("Viewers can look but not change or delete.")
-
-
-def _is_htmx(request: TenantRequest) -> bool:
-    return bool(request.htmx)
 
 
 # --- Audit log --------------------------------------------------------------------------------
@@ -94,7 +86,8 @@ def audit(request: TenantRequest) -> HttpResponse:
     else:
         events = audit_events_filtered(request=request, form=form)
         page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
-    template = "accounts/partials/audit_panel.html" if _is_htmx(request) else "accounts/audit.html"
+    partial = htmx_partial(request)
+    template = "accounts/partials/audit_panel.html" if partial else "accounts/audit.html"
     return render(request, template, {"form": form, "page": page})
 
 
@@ -248,7 +241,7 @@ def _keys_context(request: TenantRequest, form: ApiKeyCreateForm) -> dict[str, A
 def keys(request: TenantRequest) -> HttpResponse:
     if request.method != "POST":
         form = ApiKeyCreateForm()
-        if _is_htmx(request):
+        if htmx_partial(request):
             return render(
                 request, "accounts/partials/keys_table.html", _keys_context(request, form)
             )

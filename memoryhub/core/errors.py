@@ -17,17 +17,74 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
-from rest_framework.views import exception_handler
-
-from memoryhub.core.exceptions import InvalidInput, ResourceNotFound
 
 logger = logging.getLogger(__name__)
 
 
-class Conflict(exceptions.APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The request conflicts with the current state of the resource."
+# --- domain errors: plain Python, raised by services and selectors, translated below -----------
+
+
+class ResourceNotFound(Exception):
+    """A missing or foreign id: the API answers 404 either way."""
+
+
+class InvalidInput(ValueError):
+    """Input a service refuses; the API answers 400 with `field`'s message."""
+
+    def __init__(self, *, field: str, message: str, code: str = "invalid") -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+        self.code = code
+
+
+class DomainError(Exception):
+    """A refusal with a fixed HTTP meaning (409, 412, 428…); subclasses set the status, code and
+    default message, and the API's exception handler answers with them."""
+
+    http_status = 400
+    default_code = "invalid"
+    default_message = "The request cannot be carried out."
+
+    def __init__(self, message: str | None = None, code: str | None = None) -> None:
+        self.message = message or self.default_message
+        self.code = code or self.default_code
+        super().__init__(self.message)
+
+
+class Conflict(DomainError):
+    """The request conflicts with the current state of a resource."""
+
+    http_status = 409
     default_code = "conflict"
+    default_message = "The request conflicts with the current state of the resource."
+
+
+class PreconditionFailed(DomainError):
+    http_status = 412
+    default_code = "precondition_failed"
+    default_message = (
+        "The resource changed since you read it (If-Match does not match its ETag). "
+        "Read it again, reapply your change and retry."
+    )
+
+
+class PreconditionRequired(DomainError):
+    http_status = 428
+    default_code = "precondition_required"
+    default_message = (
+        "Send If-Match with the ETag you read: a blind replacement could undo someone "
+        "else's change."
+    )
+
+
+# --- HTTP-only errors ---------------------------------------------------------------------------
+
+
+def _api_exception_for(error: DomainError) -> exceptions.APIException:
+    exc = exceptions.APIException(error.message, error.code)
+    exc.status_code = error.http_status
+    return exc
 
 
 class PayloadTooLarge(exceptions.APIException):
@@ -67,10 +124,16 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         exc = PayloadTooLarge()
     elif isinstance(exc, ResourceNotFound):
         exc = Http404(str(exc))
+    elif isinstance(exc, DomainError):
+        exc = _api_exception_for(exc)
     elif isinstance(exc, InvalidInput):
         exc = exceptions.ValidationError(
             {exc.field: [exceptions.ErrorDetail(exc.message, exc.code)]}
         )
+    # Imported here: rest_framework.views loads the authentication classes, which import the
+    # domain errors above (a cycle at import time).
+    from rest_framework.views import exception_handler
+
     response = exception_handler(exc, context)
     if response is None:
         # Unexpected: let Django log it, but still answer in our shape rather than an HTML page.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from memoryhub.core.models import TenantOwnedModel
+from memoryhub.accounts.models import TenantOwnedModel
 
 LLM_MODEL_NAME_MAX_LENGTH = 200
 

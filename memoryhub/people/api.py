@@ -11,9 +11,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from facts_app.models import Fact, Note, UserMemory
+from memoryhub.accounts.api import LimitCursorPagination, TenantScopedAPIView
 from memoryhub.accounts.models import ActorType, ApiKeyScope, EndUser
 from memoryhub.accounts.selectors import end_user_get_for_tenant
-from memoryhub.core.api import LimitCursorPagination, TenantScopedAPIView
 from memoryhub.people.services import end_user_erase, end_user_export
 from sessions_app.models import Session
 

@@ -40,12 +40,13 @@ from facts_app.selectors.memories import memory_get, memory_list, memory_version
 from facts_app.selectors.notes import note_daily_history, note_long_term_history
 from facts_app.services.memories import memory_delete, memory_save
 from memoryhub.accounts.models import ActorType, EndUser
+from memoryhub.accounts.pages import TenantRequest, tenant_page
 from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.accounts.services import deletion_counts
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.errors import ResourceNotFound
+from memoryhub.core.pages import count_rows, counts_text, htmx_partial
 from memoryhub.people.forms import MemoryCreateForm, MemoryEditForm, MemoryPinForm, PeopleSearchForm
 from memoryhub.people.services import end_user_erase, end_user_export
-from memoryhub.web.tenancy import TenantRequest, tenant_page
 from sessions_app.models import Message, Session
 from sessions_app.selectors import session_list_for_tenant
 
@@ -60,16 +61,6 @@ _PLACEHOLDER_SESSION = uuid.UUID(int=0)
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-def _is_htmx(request: TenantRequest) -> bool:
-    htmx = getattr(request, "htmx", None)
-    return bool(htmx) and not getattr(htmx, "boosted", False)
-
-
-def _htmx_target(request: TenantRequest) -> str | None:
-    htmx = getattr(request, "htmx", None)
-    return getattr(htmx, "target", None) if _is_htmx(request) else None
 
 
 def _actor(request: TenantRequest) -> str:
@@ -127,20 +118,6 @@ def _any_of(querysets: Iterable[QuerySet[Any]]) -> QuerySet[Any]:
     one queryset."""
     first, *rest = querysets
     return reduce(or_, rest, first)
-
-
-def _kind_label(kind: str) -> str:
-    return kind.replace("_", " ")
-
-
-def _counts_text(counts: dict[str, int]) -> str:
-    return ", ".join(f"{count} {_kind_label(kind)}" for kind, count in counts.items())
-
-
-def _count_rows(counts: dict[str, int]) -> list[dict[str, Any]]:
-    return [
-        {"kind": kind, "label": _kind_label(kind), "count": count} for kind, count in counts.items()
-    ]
 
 
 @dataclass(frozen=True)
@@ -205,7 +182,7 @@ def people_list(request: TenantRequest) -> HttpResponse:
         request, page, param="page", target="people-results", swap="innerHTML", label="People pages"
     )
     context = {"form": form, "query": query, "page": page, "pager": pager}
-    if _is_htmx(request):
+    if htmx_partial(request):
         return render(request, "people/partials/people_results.html", context)
     return render(request, "people/list.html", context)
 
@@ -395,7 +372,7 @@ SECTIONS: dict[str, tuple[Callable[[TenantRequest, EndUser], dict[str, Any]], st
 def person_detail(request: TenantRequest, user_id: str) -> HttpResponse:
     end_user = _person_or_404(request, user_id)
     context: dict[str, Any] = {"end_user": end_user}
-    target = _htmx_target(request)
+    target = request.htmx.target if htmx_partial(request) else None
     if target in SECTIONS:
         # Paging one section with htmx: only that section is read and sent back.
         build, template = SECTIONS[target]
@@ -429,7 +406,7 @@ def _erase_confirm(request: TenantRequest, user_id: str) -> HttpResponse:
     return render(
         request,
         "people/erase_confirm.html",
-        {"end_user": end_user, "counts": counts, "count_rows": _count_rows(counts)},
+        {"end_user": end_user, "counts": counts, "count_rows": count_rows(counts)},
     )
 
 
@@ -438,7 +415,7 @@ def _erase(request: TenantRequest, user_id: str) -> HttpResponse:
     end_user = _person_or_404(request, user_id)
     counts = end_user_erase(end_user=end_user, actor_type=ActorType.STAFF, actor=_actor(request))
     messages.success(
-        request, f"Erased {end_user.external_id}: {_counts_text(counts) or 'nothing'} removed."
+        request, f"Erased {end_user.external_id}: {counts_text(counts) or 'nothing'} removed."
     )
     return redirect("people_pages:list")
 
@@ -540,7 +517,7 @@ def _memory_delete_confirm(request: TenantRequest, user_id: str, key: str) -> Ht
         {
             "end_user": end_user,
             "memory": memory,
-            "count_rows": _count_rows(deletion_counts(obj=memory)),
+            "count_rows": count_rows(deletion_counts(obj=memory)),
         },
     )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from memoryhub.core.models import TenantOwnedModel
+from memoryhub.accounts.models import TenantOwnedModel
 
 
 class ImportedRecord(TenantOwnedModel):

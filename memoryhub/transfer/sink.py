@@ -39,7 +39,7 @@ from facts_app.models import (
 from facts_app.services.facts import fact_content_hash, fact_search_text
 from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, EndUser, MemoryPolicy, Tenant
 from memoryhub.accounts.services import end_user_get_or_create
-from memoryhub.core.exceptions import InvalidInput
+from memoryhub.core.errors import InvalidInput
 from memoryhub.core.tokens import count_tokens
 from memoryhub.transfer.models import ImportedRecord
 from memoryhub.transfer.types import (

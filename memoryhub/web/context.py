@@ -7,7 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
-from memoryhub.web.tenancy import membership_can_edit, memberships_for
+from memoryhub.accounts.pages import membership_can_edit, memberships_for
 
 # (URL name, label): a page appears in the navigation once its URL exists.
 NAVIGATION = (
@@ -15,7 +15,7 @@ NAVIGATION = (
     ("sessions_pages:list", "Sessions"),
     ("sessions_pages:work", "Plans and tasks"),
     ("people_pages:list", "People"),
-    ("facts_pages:search", "Search"),
+    ("search_pages:search", "Search"),
     ("accounts_pages:audit", "Audit log"),
     ("accounts_pages:policy", "Memory policy"),
     ("accounts_pages:keys", "API keys"),

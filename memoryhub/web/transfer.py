@@ -24,13 +24,13 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 
 from memoryhub.accounts.models import ActorType, AuditAction
+from memoryhub.accounts.pages import TenantRequest, tenant_page
 from memoryhub.accounts.services import audit_event_record
 from memoryhub.transfer.export import export_records
 from memoryhub.transfer.formats import reader_for
 from memoryhub.transfer.runner import import_items
 from memoryhub.transfer.services import tenant_export_audit
 from memoryhub.transfer.types import ImportReport
-from memoryhub.web.tenancy import TenantRequest, tenant_page
 
 UPLOAD_MAX_BYTES = 512 * 1024 * 1024
 UPLOAD_KEEP = dt.timedelta(days=1)

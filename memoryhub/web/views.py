@@ -8,8 +8,8 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from memoryhub.accounts.pages import SESSION_TENANT_KEY, TenantRequest, memberships_for, tenant_page
 from memoryhub.web import selectors
-from memoryhub.web.tenancy import SESSION_TENANT_KEY, TenantRequest, memberships_for, tenant_page
 
 
 @tenant_page()

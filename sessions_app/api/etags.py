@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.errors import ResourceNotFound
 from sessions_app.models import WORK_ID_MAX_LENGTH
 from sessions_app.preconditions import IF_MATCH, IfMatch, if_match_from
 

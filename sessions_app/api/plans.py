@@ -17,9 +17,8 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memoryhub.accounts.models import ActorType
-from memoryhub.core.api import LimitCursorPagination, TenantScopedGenericViewSet
-from memoryhub.core.idempotency import (
+from memoryhub.accounts.api import LimitCursorPagination, TenantScopedGenericViewSet
+from memoryhub.accounts.idempotency import (
     IDEMPOTENCY_KEY_PARAMETER,
     Performed,
     idempotency_key_from,
@@ -27,6 +26,7 @@ from memoryhub.core.idempotency import (
     request_fingerprint,
     run_idempotent,
 )
+from memoryhub.accounts.models import Actor, ActorType
 from sessions_app import task_selectors, task_services
 from sessions_app.api.etags import (
     ETAG_HEADER,
@@ -45,7 +45,6 @@ from sessions_app.api.serializers import (
     PlanReplaceInputSerializer,
 )
 from sessions_app.models import Plan, PlanStatus
-from sessions_app.services import Actor
 
 ACTIVE = "active"
 

@@ -11,8 +11,8 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memoryhub.core.api import TenantScopedAPIView
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.accounts.api import TenantScopedAPIView
+from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.fields import StrictCharField
 from memoryhub.core.limits import validate_text_size
 from sessions_app import selectors, summaries

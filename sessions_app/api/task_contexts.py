@@ -18,12 +18,12 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memoryhub.core.api import (
+from memoryhub.accounts.api import (
     LimitCursorPagination,
     TenantScopedAPIView,
     TenantScopedGenericViewSet,
 )
-from memoryhub.core.idempotency import (
+from memoryhub.accounts.idempotency import (
     IDEMPOTENCY_KEY_PARAMETER,
     Performed,
     idempotency_key_from,

@@ -1,9 +1,7 @@
 from django.urls import path
 
 from sessions_app.api import views
-from sessions_app.api.context import SessionContextView
 from sessions_app.api.plans import PlanViewSet
-from sessions_app.api.purge import PurgeView
 from sessions_app.api.summaries import SessionSummarizeView, SessionSummaryView
 from sessions_app.api.task_contexts import TaskContextBySubtaskView, TaskContextViewSet
 
@@ -21,7 +19,6 @@ task_context_detail = TaskContextViewSet.as_view(
 )
 
 urlpatterns = [
-    path("purge/", PurgeView.as_view(), name="purge"),
     path("messages/search/", views.MessageSearchView.as_view(), name="message-search"),
     path("sessions/", session_list, name="session-list"),
     path("sessions/<str:session_id>/", session_detail, name="session-detail"),
@@ -32,11 +29,6 @@ urlpatterns = [
     ),
     path(
         "sessions/<str:session_id>/state/", views.SessionStateView.as_view(), name="session-state"
-    ),
-    path(
-        "sessions/<str:session_id>/context/",
-        SessionContextView.as_view(),
-        name="session-context",
     ),
     path(
         "sessions/<str:session_id>/summary/",

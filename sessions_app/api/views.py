@@ -19,16 +19,12 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ActorType
-from memoryhub.accounts.selectors import end_user_get_for_tenant, memory_policy_for
-from memoryhub.core.api import (
+from memoryhub.accounts.api import (
     LimitCursorPagination,
     TenantScopedAPIView,
     TenantScopedGenericViewSet,
 )
-from memoryhub.core.exceptions import ResourceNotFound
-from memoryhub.core.fields import StrictCharField
-from memoryhub.core.idempotency import (
+from memoryhub.accounts.idempotency import (
     IDEMPOTENCY_KEY_PARAMETER,
     Performed,
     idempotency_key_from,
@@ -36,6 +32,10 @@ from memoryhub.core.idempotency import (
     request_fingerprint,
     run_idempotent,
 )
+from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, Actor, ActorType
+from memoryhub.accounts.selectors import end_user_get_for_tenant, memory_policy_for
+from memoryhub.core.errors import ResourceNotFound
+from memoryhub.core.fields import StrictCharField
 from memoryhub.core.limits import limit
 from memoryhub.core.search import EmptySearchQuery
 from sessions_app import selectors, services
@@ -68,8 +68,8 @@ NOT_FOUND = OpenApiResponse(description="No such session for this API key's tena
 _STATE_KEY = re.compile(rf"^[^\x00-\x1f\x7f]{{1,{STATE_KEY_MAX_LENGTH}}}$")
 
 
-def _actor(view: TenantScopedAPIView | TenantScopedGenericViewSet) -> services.Actor:
-    return services.Actor(type=ActorType.API_KEY, name=f"api_key:{view.api_key.prefix}")
+def _actor(view: TenantScopedAPIView | TenantScopedGenericViewSet) -> Actor:
+    return Actor(type=ActorType.API_KEY, name=f"api_key:{view.api_key.prefix}")
 
 
 def _session_uuid(raw: str) -> uuid.UUID:

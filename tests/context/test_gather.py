@@ -27,7 +27,7 @@ from memoryhub.context import (
     SummaryItem,
 )
 from memoryhub.context.gather import FACTS_TOP_K, RECENT_NOTE_DAYS, context_inputs_for_session
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.search import EmptySearchQuery
 from memoryhub.core.tokens import count_tokens, count_tokens_cached
 from sessions_app import services

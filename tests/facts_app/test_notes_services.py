@@ -14,7 +14,7 @@ from facts_app.services.notes import (
     note_daily_prune,
     note_long_term_save,
 )
-from memoryhub.core.exceptions import ResourceNotFound
+from memoryhub.core.errors import ResourceNotFound
 from tests.factories import EndUserFactory
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)

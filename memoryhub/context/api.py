@@ -1,0 +1,120 @@
+"""`GET /sessions/{id}/context/`: what a bot should put in front of its model, within a budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memoryhub.accounts.api import TenantScopedAPIView
+from memoryhub.context import (
+    render_markdown,
+    render_messages,
+)
+from memoryhub.context.session_context import session_context_for_tenant
+from memoryhub.core.fields import StrictCharField
+from sessions_app.api.views import NOT_FOUND, SESSION_ID_PARAMETER
+
+MAX_TOKENS_RANGE = (200, 200_000)
+MAX_MESSAGES_RANGE = (0, 500)
+
+
+class ContextQuerySerializer(serializers.Serializer[Any]):
+    max_tokens = serializers.IntegerField(
+        required=False, min_value=MAX_TOKENS_RANGE[0], max_value=MAX_TOKENS_RANGE[1]
+    )
+    max_messages = serializers.IntegerField(
+        required=False, min_value=MAX_MESSAGES_RANGE[0], max_value=MAX_MESSAGES_RANGE[1]
+    )
+    max_memories = serializers.IntegerField(required=False, min_value=0, max_value=500)
+    query = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=1000,
+        help_text="Picks the relevant facts; without it the latest user message does.",
+    )
+    format = serializers.ChoiceField(choices=["markdown", "messages"], default="markdown")
+
+
+class ContextSectionSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    tokens = serializers.IntegerField()
+    included = serializers.ListField(child=serializers.CharField())
+    dropped = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        help_text='[{"item": "message:12", "reason": "budget"}, ...]',
+    )
+
+
+class ContextOutputSerializer(serializers.Serializer[Any]):
+    format = serializers.CharField()
+    content = serializers.CharField(
+        allow_null=True, help_text="format=markdown: a <memory> block for the system prompt."
+    )
+    messages = serializers.ListField(
+        child=serializers.DictField(),
+        allow_null=True,
+        help_text="format=messages: an OpenAI-style messages array, ready to send.",
+    )
+    tokens = serializers.IntegerField(
+        help_text="Tokens of what is returned; never above max_tokens."
+    )
+    max_tokens = serializers.IntegerField()
+    memory_enabled = serializers.BooleanField(
+        help_text="False when the agent's memory policy turns memory off: the context is empty."
+    )
+    sections = ContextSectionSerializer(many=True)
+
+
+class SessionContextView(TenantScopedAPIView):
+    @extend_schema(
+        operation_id="sessions_context",
+        summary="The context for the session's next model call, within a token budget",
+        description=(
+            "Tenant-wide and personal memories, the facts relevant to `query` (or to the latest "
+            "user message), notes (long-term, today, the last 7 days), the summary when older "
+            "history is left out, and the most recent messages verbatim. Each section reports "
+            "what it included, what it dropped and why, and its tokens. Defaults come from the "
+            "tenant's memory policy (4000 tokens, 20 messages, 50 memories)."
+        ),
+        parameters=[SESSION_ID_PARAMETER, ContextQuerySerializer],
+        responses={200: ContextOutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        query = ContextQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        built = session_context_for_tenant(
+            tenant=self.tenant,
+            session_id=session_id,
+            max_tokens=params.get("max_tokens"),
+            max_messages=params.get("max_messages"),
+            max_memories=params.get("max_memories"),
+            query=params.get("query", ""),
+        )
+        context = built.context
+        as_markdown = params["format"] == "markdown"
+        return Response(
+            {
+                "format": params["format"],
+                "content": render_markdown(context) if as_markdown else None,
+                "messages": None if as_markdown else render_messages(context),
+                "tokens": context.markdown_tokens if as_markdown else context.messages_tokens,
+                "max_tokens": context.max_tokens,
+                "memory_enabled": built.memory_enabled,
+                "sections": [
+                    {
+                        "name": section.name,
+                        "tokens": section.tokens,
+                        "included": section.included,
+                        "dropped": [
+                            {"item": item, "reason": reason} for item, reason in section.dropped
+                        ],
+                    }
+                    for section in context.sections
+                ],
+            }
+        )
