@@ -31,6 +31,7 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(PROD_ENV) $(BIN)/mypy .
 	$(PROD_ENV) $(BIN)/python manage.py makemigrations --check --dry-run
 	$(PROD_ENV) $(BIN)/python manage.py check --deploy --fail-level WARNING
