@@ -250,7 +250,7 @@ SUMMARY_THRESHOLD_TOKENS: int = env.int("MEMORYHUB_SUMMARY_THRESHOLD_TOKENS", de
 SUMMARY_KEEP_RECENT: int = env.int("MEMORYHUB_SUMMARY_KEEP_RECENT", default=10)
 # How often the beat sweep looks for sessions over the threshold whose task was lost.
 SUMMARY_SWEEP_SECONDS: int = env.int("MEMORYHUB_SUMMARY_SWEEP_SECONDS", default=300)
-# Retention (issue 5): how often beat runs the cleanup (seed 001's cleanup_interval_secs), and
+# Retention: how often beat runs the cleanup (seed 001's cleanup_interval_secs), and
 # how long a stored idempotent response is replayed before the cleanup removes it.
 CLEANUP_INTERVAL_SECONDS: int = env.int("MEMORYHUB_CLEANUP_INTERVAL_SECONDS", default=3600)
 MEMORYHUB_IDEMPOTENCY_TTL_HOURS: int = env.int("MEMORYHUB_IDEMPOTENCY_TTL_HOURS", default=24)

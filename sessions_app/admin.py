@@ -6,8 +6,10 @@ from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
+from memoryhub.accounts.admin import AuditedDeleteAdmin
+from memoryhub.accounts.models import Actor
 from memoryhub.core.errors import Conflict
-from sessions_app import task_services
+from sessions_app import services, task_services
 from sessions_app.models import (
     Message,
     Plan,
@@ -71,7 +73,7 @@ class PlanInline(admin.TabularInline):
 
 
 @admin.register(Session)
-class SessionAdmin(admin.ModelAdmin):
+class SessionAdmin(AuditedDeleteAdmin):
     list_display = (
         "id",
         "tenant",
@@ -101,6 +103,9 @@ class SessionAdmin(admin.ModelAdmin):
     raw_id_fields = ("end_user",)
     date_hierarchy = "last_active_at"
     inlines = [StateEntryInline, SummaryInline, PlanInline, TaskContextInline, MessageInline]
+
+    def delete_audited(self, *, obj: Session, actor: Actor) -> None:
+        services.session_delete(session=obj, actor=actor)
 
 
 @admin.register(Message)

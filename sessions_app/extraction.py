@@ -1,5 +1,5 @@
 """Fact extraction: after a user/assistant exchange, a worker asks the LLM for facts about the
-person and stores each as a Fact with provenance (seed 004's extraction, issue 4).
+person and stores each as a Fact with provenance (sclaw's extraction prompt, seed 004).
 
 `Session.extracted_seq` is the cursor: messages up to it have been read. A run reads the
 messages after it, up to the last assistant reply (an exchange the reply has not answered yet

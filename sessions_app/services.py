@@ -133,8 +133,7 @@ def session_delete(*, session: Session, actor: Actor) -> dict[str, int]:
     return audited_delete(
         obj=session,
         tenant=session.tenant,
-        actor_type=actor.type,
-        actor=actor.name,
+        actor=actor,
         object_type="session",
         object_id=str(session.pk),
     )

@@ -233,8 +233,7 @@ def plan_delete(
     return audited_delete(
         obj=plan,
         tenant=tenant,
-        actor_type=actor.type,
-        actor=actor.name,
+        actor=actor,
         object_type="plan",
         object_id=plan.plan_id,
     )

@@ -15,7 +15,6 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from memoryhub.accounts.models import Actor, ActorType
 from memoryhub.accounts.pages import TenantRequest, tenant_page
 from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.search import EmptySearchQuery, search_terms
@@ -45,10 +44,6 @@ def _session_or_404(request: TenantRequest, session_id: uuid.UUID) -> Session:
         return selectors.session_get_for_tenant(tenant=request.tenant, session_id=session_id)
     except ResourceNotFound:
         raise Http404("No such session.") from None
-
-
-def _staff_actor(request: TenantRequest) -> Actor:
-    return Actor(type=ActorType.STAFF, name=request.user.get_username())
 
 
 # --- the list ----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from facts_app.selectors.facts import (
 )
 from facts_app.services.facts import fact_create, fact_delete, fact_update
 from memoryhub.accounts.api import LimitCursorPagination, TenantScopedAPIView
-from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ActorType, ApiKeyScope
+from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ApiKeyScope
 from memoryhub.accounts.permissions import InsufficientScope
 from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.accounts.services import end_user_get_or_create
@@ -240,7 +240,7 @@ class FactDetailView(TenantScopedAPIView):
     @extend_schema(operation_id="facts_delete", parameters=[FACT_ID], responses={204: None})
     def delete(self, request: Request, fact_id: str) -> Response:
         fact = fact_get_for_tenant(tenant=self.tenant, fact_id=fact_id)
-        fact_delete(fact=fact, actor_type=ActorType.API_KEY, actor=self.actor)
+        fact_delete(fact=fact, actor=self.actor)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -21,7 +21,7 @@ from facts_app.models import (
 from facts_app.selectors.memories import memory_get, memory_list, memory_versions
 from facts_app.services.memories import memory_delete, memory_save
 from memoryhub.accounts.api import TenantScopedAPIView
-from memoryhub.accounts.models import ActorType, ApiKeyScope, EndUser
+from memoryhub.accounts.models import ApiKeyScope, EndUser
 from memoryhub.accounts.permissions import InsufficientScope
 from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.accounts.services import end_user_get_or_create
@@ -179,7 +179,7 @@ class UserMemoryDetailView(_MemoryView):
             end_user=self.person(user_id, create=False),
             key=validated_memory_key(key),
         )
-        memory_delete(memory=memory, actor_type=ActorType.API_KEY, actor=self.actor)
+        memory_delete(memory=memory, actor=self.actor)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

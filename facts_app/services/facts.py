@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from facts_app.models import Fact
-from memoryhub.accounts.models import EndUser, Tenant
+from memoryhub.accounts.models import Actor, EndUser, Tenant
 from memoryhub.accounts.services import audited_delete
 from memoryhub.core.errors import Conflict
 
@@ -30,14 +30,14 @@ def fact_content_hash(content: str) -> str:
 
 
 def fact_search_text(*, content: str, tags: list[str], end_user: EndUser | None) -> str:
-    # The person's id and the tags are searchable too (issue 3).
+    # The person's id and the tags are searchable too.
     parts = [content, " ".join(tags)]
     if end_user is not None:
         parts.append(end_user.external_id)
     return "\n".join(part for part in parts if part)
 
 
-# Near duplicates (issue 4): "User likes green tea" and "The user likes green tea." are one
+# Near duplicates: "User likes green tea" and "The user likes green tea." are one
 # fact. Word sets overlapping this much, or texts this similar character by character, count as
 # the same; both ignore case, spacing and final punctuation (fact_normalise).
 NEAR_DUPLICATE_WORD_OVERLAP = 0.8
@@ -178,11 +178,10 @@ def fact_update(
     return fact
 
 
-def fact_delete(*, fact: Fact, actor_type: str, actor: str) -> None:
+def fact_delete(*, fact: Fact, actor: Actor) -> None:
     audited_delete(
         obj=fact,
         tenant=fact.tenant,
-        actor_type=actor_type,
         actor=actor,
         object_type="fact",
         object_id=str(fact.pk),

@@ -8,7 +8,7 @@ import uuid
 from django.db import IntegrityError, transaction
 
 from facts_app.models import UserMemory, UserMemoryVersion
-from memoryhub.accounts.models import EndUser, Tenant
+from memoryhub.accounts.models import Actor, EndUser, Tenant
 from memoryhub.accounts.services import audited_delete
 
 
@@ -74,13 +74,12 @@ def memory_save(
     raise AssertionError("unreachable")
 
 
-def memory_delete(*, memory: UserMemory, actor_type: str, actor: str) -> None:
+def memory_delete(*, memory: UserMemory, actor: Actor) -> None:
     """Delete a memory and its earlier versions (audited)."""
     owner = memory.end_user.external_id if memory.end_user else "*"
     audited_delete(
         obj=memory,
         tenant=memory.tenant,
-        actor_type=actor_type,
         actor=actor,
         object_type="user_memory",
         object_id=f"{owner}:{memory.key}",

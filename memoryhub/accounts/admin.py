@@ -5,6 +5,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from rest_framework_api_key.admin import APIKeyModelAdmin
@@ -13,7 +14,7 @@ from rest_framework_api_key.models import APIKey as LibraryAPIKey
 
 from memoryhub.accounts.models import (
     DEFAULT_API_KEY_SCOPES,
-    ActorType,
+    Actor,
     ApiKey,
     ApiKeyScope,
     AuditEvent,
@@ -24,7 +25,36 @@ from memoryhub.accounts.models import (
     Tenant,
     User,
 )
-from memoryhub.accounts.services import api_key_issue, api_key_revoke
+from memoryhub.accounts.pages import actor_for_request
+from memoryhub.accounts.services import api_key_issue, api_key_revoke, end_user_erase
+
+
+class AuditedDeleteAdmin(admin.ModelAdmin):
+    """Deletes go through the audited service the API uses (DESIGN.md §2), one audit event
+    per object, whether from an object's delete page or the "delete selected" action.
+
+    Subclasses name the service in `delete_audited`."""
+
+    def delete_audited(self, *, obj: Any, actor: Actor) -> None:
+        raise NotImplementedError
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        self.delete_audited(obj=obj, actor=actor_for_request(request))
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        # Stored idempotent responses are derived rows with a read-only admin: they go with
+        # their person (the erasure must take them), so their missing delete permission must
+        # not block the delete.
+        deleted, model_count, perms_needed, protected = super().get_deleted_objects(objs, request)
+        derived = {str(IdempotencyRecord._meta.verbose_name)}
+        return deleted, model_count, perms_needed - derived, protected
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        actor = actor_for_request(request)
+        # All or nothing, as Django's own bulk delete is.
+        with transaction.atomic():
+            for obj in queryset:
+                self.delete_audited(obj=obj, actor=actor)
 
 
 class MembershipInline(admin.TabularInline):
@@ -54,20 +84,22 @@ class MembershipAdmin(admin.ModelAdmin):
 
 
 @admin.register(EndUser)
-class EndUserAdmin(admin.ModelAdmin):
+class EndUserAdmin(AuditedDeleteAdmin):
     list_display = ("external_id", "tenant", "display_name", "created_at")
     list_filter = ("tenant",)
     search_fields = ("external_id", "display_name")
     list_select_related = ("tenant",)
 
+    def delete_audited(self, *, obj: EndUser, actor: Actor) -> None:
+        end_user_erase(end_user=obj, actor=actor)
+
 
 @admin.action(description="Revoke selected API keys")
 def revoke_keys(modeladmin: Any, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
     count = 0
+    actor = actor_for_request(request)
     for api_key in queryset.filter(revoked=False).select_related("tenant"):
-        api_key_revoke(
-            api_key=api_key, actor_type=ActorType.STAFF, actor=request.user.get_username()
-        )
+        api_key_revoke(api_key=api_key, actor=actor)
         count += 1
     modeladmin.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)
 

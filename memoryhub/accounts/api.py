@@ -9,7 +9,7 @@ from rest_framework import exceptions, views, viewsets
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 
-from memoryhub.accounts.models import ApiKey, Tenant
+from memoryhub.accounts.models import Actor, ApiKey, Tenant
 from memoryhub.core.limits import limit
 
 
@@ -30,9 +30,9 @@ class TenantScopedMixin(views.APIView):
         return api_key
 
     @property
-    def actor(self) -> str:
-        """Who is acting, for the audit log."""
-        return f"api_key:{self.api_key.prefix}"
+    def actor(self) -> Actor:
+        """Who is acting, for the audit log: the key, by its prefix."""
+        return Actor.api_key(self.api_key.prefix)
 
     def get_queryset(self) -> QuerySet[Any]:
         queryset = getattr(self, "queryset", None)

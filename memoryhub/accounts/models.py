@@ -147,18 +147,39 @@ class AuditAction(models.TextChoices):
     KEY_REVOKE = "key_revoke", "API key revoked"
 
 
-@dataclass(frozen=True)
-class Actor:
-    """Who did a write, for the audit log: ("api_key", prefix), ("staff", username), ..."""
-
-    type: str
-    name: str
-
-
 class ActorType(models.TextChoices):
     API_KEY = "api_key", "API key"
     STAFF = "staff", "Staff user"
     SYSTEM = "system", "System task"
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who did a write, for the audit log (AuditEvent.actor_type and .actor). Build one with the
+    constructors, so a kind of actor is always named the same way in the log."""
+
+    type: ActorType
+    name: str
+
+    @classmethod
+    def staff(cls, username: str) -> Actor:
+        """A person signed in to the pages or the admin."""
+        return cls(type=ActorType.STAFF, name=username)
+
+    @classmethod
+    def api_key(cls, prefix: str) -> Actor:
+        """A bot, by its key's prefix (never the secret)."""
+        return cls(type=ActorType.API_KEY, name=f"api_key:{prefix}")
+
+    @classmethod
+    def command(cls, name: str) -> Actor:
+        """A management command: someone with a shell on the server, so staff."""
+        return cls(type=ActorType.STAFF, name=f"manage.py {name}")
+
+    @classmethod
+    def system(cls, name: str) -> Actor:
+        """Nobody in particular: a scheduled task or a setup script, by its name."""
+        return cls(type=ActorType.SYSTEM, name=name)
 
 
 class AuditEvent(models.Model):
@@ -224,7 +245,7 @@ def default_state_cap() -> int:
 
 
 class MemoryPolicy(models.Model):
-    """How a tenant's memory behaves, editable in the admin (issue 4).
+    """How a tenant's memory behaves, editable in the admin and on the memory policy page.
 
     A row with an empty `agent_id` is the tenant's policy; a row with an agent id overrides it,
     whole, for that agent. With no row at all the built-in defaults apply (seed 001's numbers,

@@ -21,7 +21,7 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
-from memoryhub.accounts.models import Membership, MembershipRole, Tenant
+from memoryhub.accounts.models import Actor, Membership, MembershipRole, Tenant
 
 SESSION_TENANT_KEY = "memoryhub.tenant_id"
 
@@ -35,6 +35,11 @@ class TenantRequest(HttpRequest):
     tenant: Tenant
     membership: Membership
     can_edit: bool
+
+
+def actor_for_request(request: HttpRequest) -> Actor:
+    """Who acts, for the audit log, when a signed-in person writes (a page or the admin)."""
+    return Actor.staff(request.user.get_username())
 
 
 def memberships_for(*, user: Any) -> QuerySet[Membership]:

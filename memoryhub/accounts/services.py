@@ -16,7 +16,7 @@ from memoryhub.accounts.models import (
     API_KEY_DISPLAY_PREFIX,
     DEFAULT_API_KEY_SCOPES,
     END_USER_ID_MAX_LENGTH,
-    ActorType,
+    Actor,
     ApiKey,
     ApiKeyScope,
     AuditAction,
@@ -33,8 +33,7 @@ from memoryhub.core.errors import InvalidInput
 def audit_event_record(
     *,
     tenant: Tenant,
-    actor_type: str,
-    actor: str,
+    actor: Actor,
     action: str,
     object_type: str,
     object_id: str = "",
@@ -43,8 +42,8 @@ def audit_event_record(
 ) -> AuditEvent:
     return AuditEvent.objects.create(
         tenant=tenant,
-        actor_type=actor_type,
-        actor=actor,
+        actor_type=actor.type,
+        actor=actor.name,
         action=action,
         object_type=object_type,
         object_id=object_id,
@@ -96,13 +95,13 @@ def api_key_issue(*, api_key: ApiKey, created_by: User | None = None) -> str:
         raise ValueError(f"Unknown API key scopes: {', '.join(sorted(unknown))}")
     api_key.scopes = scope_list
     api_key.created_by = created_by
+    actor = Actor.staff(created_by.get_username()) if created_by else Actor.system("manage.py")
     with transaction.atomic():
         secret = ApiKey.objects.assign_key(api_key)
         api_key.save()
         audit_event_record(
             tenant=api_key.tenant,
-            actor_type=ActorType.STAFF if created_by else ActorType.SYSTEM,
-            actor=created_by.get_username() if created_by else "manage.py",
+            actor=actor,
             action=AuditAction.KEY_CREATE,
             object_type="api_key",
             object_id=api_key.prefix,
@@ -111,13 +110,12 @@ def api_key_issue(*, api_key: ApiKey, created_by: User | None = None) -> str:
     return f"{API_KEY_DISPLAY_PREFIX}{secret}"
 
 
-def api_key_revoke(*, api_key: ApiKey, actor_type: str, actor: str) -> ApiKey:
+def api_key_revoke(*, api_key: ApiKey, actor: Actor) -> ApiKey:
     with transaction.atomic():
         api_key.revoked = True
         api_key.save(update_fields=["revoked"])
         audit_event_record(
             tenant=api_key.tenant,
-            actor_type=actor_type,
             actor=actor,
             action=AuditAction.KEY_REVOKE,
             object_type="api_key",
@@ -165,8 +163,7 @@ def audited_delete(
     *,
     obj: models.Model,
     tenant: Tenant,
-    actor_type: str,
-    actor: str,
+    actor: Actor,
     object_type: str,
     object_id: str,
     action: str = AuditAction.DELETE,
@@ -182,7 +179,6 @@ def audited_delete(
         counts = deleted_kinds(per_model=per_model)
         audit_event_record(
             tenant=tenant,
-            actor_type=actor_type,
             actor=actor,
             action=action,
             object_type=object_type,
@@ -192,8 +188,28 @@ def audited_delete(
     return counts
 
 
+def end_user_erase(*, end_user: EndUser, actor: Actor) -> dict[str, int]:
+    """Erase a person: delete them and everything that hangs off them, in one transaction, with
+    one `erase` audit event. The one way a person goes, whoever asks (DELETE /users/{id}/, the
+    purge API's scope "user", the person's page, the admin).
+
+    Every table that references a person does so with ON DELETE CASCADE (sessions -> messages,
+    state, summaries; memories -> versions; facts; notes; plans; stored idempotent responses),
+    so Django's collector finds all of it and counts it per kind. The SQLite FTS rows go with
+    their facts and messages through the delete triggers; on PostgreSQL the indexes follow.
+    """
+    return audited_delete(
+        obj=end_user,
+        tenant=end_user.tenant,
+        actor=actor,
+        action=AuditAction.ERASE,
+        object_type="end_user",
+        object_id=end_user.external_id,
+    )
+
+
 def memory_policy_save(
-    *, policy: MemoryPolicy, changes: dict[str, Any], actor_type: str, actor: str
+    *, policy: MemoryPolicy, changes: dict[str, Any], actor: Actor
 ) -> MemoryPolicy:
     """Save a tenant's or agent's memory policy (validated by the caller) with its audit event,
     in one transaction; `changes` ({field: new value}) goes into the event."""
@@ -202,7 +218,6 @@ def memory_policy_save(
         policy.save()
         audit_event_record(
             tenant=policy.tenant,
-            actor_type=actor_type,
             actor=actor,
             action=AuditAction.CREATE if created else AuditAction.UPDATE,
             object_type="memory_policy",

@@ -29,12 +29,11 @@ from memoryhub.accounts.forms import (
     day_start,
 )
 from memoryhub.accounts.models import (
-    ActorType,
     ApiKey,
     AuditEvent,
     MemoryPolicy,
 )
-from memoryhub.accounts.pages import TenantRequest, tenant_page
+from memoryhub.accounts.pages import TenantRequest, actor_for_request, tenant_page
 from memoryhub.accounts.services import (
     api_key_create,
     api_key_revoke,
@@ -42,14 +41,10 @@ from memoryhub.accounts.services import (
     deletion_counts,
     memory_policy_save,
 )
-from memoryhub.core.pages import count_rows, htmx_partial
+from memoryhub.core.pages import count_rows, htmx_partial, pager_for
 
 PAGE_SIZE = 50
 POLICY_OBJECT_TYPE = "memory_policy"
-
-
-def _actor(request: TenantRequest) -> str:
-    return str(request.user.get_username())
 
 
 def _require_editor(request: TenantRequest) -> None:
@@ -88,7 +83,8 @@ def audit(request: TenantRequest) -> HttpResponse:
         page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
     partial = htmx_partial(request)
     template = "accounts/partials/audit_panel.html" if partial else "accounts/audit.html"
-    return render(request, template, {"form": form, "page": page})
+    pager = pager_for(request, page, target="audit-panel", label="Audit log pages")
+    return render(request, template, {"form": form, "page": page, "pager": pager})
 
 
 # --- Memory policy ----------------------------------------------------------------------------
@@ -99,8 +95,7 @@ def _save_or_error(*, request: TenantRequest, form: MemoryPolicyForm) -> MemoryP
         return memory_policy_save(
             policy=form.save(commit=False),
             changes=form.changes(),
-            actor_type=ActorType.STAFF,
-            actor=_actor(request),
+            actor=actor_for_request(request),
         )
     except IntegrityError:
         # Someone saved the same policy (or agent) at the same moment.
@@ -142,6 +137,7 @@ def policy(request: TenantRequest) -> HttpResponse:
             "form": form,
             "saved": saved,
             "page": page,
+            "pager": pager_for(request, page, label="Override pages"),
             "purge_form": purge_form,
             "fields": POLICY_FIELDS,
         },
@@ -205,8 +201,7 @@ def policy_agent_delete(request: TenantRequest, pk: int) -> HttpResponse:
         counts = audited_delete(
             obj=override,
             tenant=request.tenant,
-            actor_type=ActorType.STAFF,
-            actor=_actor(request),
+            actor=actor_for_request(request),
             object_type=POLICY_OBJECT_TYPE,
             object_id=override.agent_id,
         )
@@ -233,7 +228,9 @@ def _keys_context(request: TenantRequest, form: ApiKeyCreateForm) -> dict[str, A
         .select_related("created_by")
         .order_by("-created", "prefix")
     )
-    return {"form": form, "page": Paginator(keys, PAGE_SIZE).get_page(request.GET.get("page"))}
+    page = Paginator(keys, PAGE_SIZE).get_page(request.GET.get("page"))
+    pager = pager_for(request, page, target="keys-panel", label="API key pages")
+    return {"form": form, "page": page, "pager": pager}
 
 
 @tenant_page()
@@ -273,7 +270,7 @@ def key_revoke(request: TenantRequest, prefix: str) -> HttpResponse:
         if api_key.revoked:
             messages.info(request, f"The key {api_key.name} was already revoked.")
         else:
-            api_key_revoke(api_key=api_key, actor_type=ActorType.STAFF, actor=_actor(request))
+            api_key_revoke(api_key=api_key, actor=actor_for_request(request))
             messages.success(
                 request, f"Revoked the key {api_key.name}: it no longer authenticates anything."
             )

@@ -1,12 +1,15 @@
 """The page kit every page view uses: one spelling each for "is this an htmx partial request",
-"a missing row is a 404" and "how deletion counts read"."""
+"a missing row is a 404", "how deletion counts read" and "the links around a page of rows"
+(rendered by templates/core/pagination.html)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+from django.core.paginator import Page
 from django.http import Http404, HttpRequest
 
 from memoryhub.core.errors import ResourceNotFound
@@ -68,3 +71,44 @@ def count_rows(counts: dict[str, int]) -> list[CountRow]:
 def counts_text(counts: dict[str, int]) -> str:
     """Deletion counts as one phrase: "3 messages, 1 state entries"."""
     return ", ".join(f"{count} {kind_label(kind)}" for kind, count in counts.items())
+
+
+@dataclass(frozen=True)
+class Pager:
+    """A page of rows and the links around it: plain links (they work without JavaScript),
+    which htmx also follows into the element `target` (an id; none: whole-page links)."""
+
+    page: Page[Any]
+    param: str
+    target: str
+    swap: str
+    label: str
+    previous_url: str | None
+    next_url: str | None
+
+
+def pager_for(
+    request: HttpRequest,
+    page: Page[Any],
+    *,
+    label: str,
+    param: str = "page",
+    target: str = "",
+    swap: str = "outerHTML",
+) -> Pager:
+    """The pager for `page`, its links keeping the request's other query parameters."""
+
+    def url(number: int) -> str:
+        query = request.GET.copy()
+        query[param] = str(number)
+        return f"?{query.urlencode()}"
+
+    return Pager(
+        page=page,
+        param=param,
+        target=target,
+        swap=swap,
+        label=label,
+        previous_url=url(page.previous_page_number()) if page.has_previous() else None,
+        next_url=url(page.next_page_number()) if page.has_next() else None,
+    )

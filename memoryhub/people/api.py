@@ -12,9 +12,10 @@ from rest_framework.response import Response
 
 from facts_app.models import Fact, Note, UserMemory
 from memoryhub.accounts.api import LimitCursorPagination, TenantScopedAPIView
-from memoryhub.accounts.models import ActorType, ApiKeyScope, EndUser
+from memoryhub.accounts.models import ApiKeyScope, EndUser
 from memoryhub.accounts.selectors import end_user_get_for_tenant
-from memoryhub.people.services import end_user_erase, end_user_export
+from memoryhub.accounts.services import end_user_erase
+from memoryhub.people.services import end_user_export
 from sessions_app.models import Session
 
 
@@ -93,7 +94,7 @@ class EndUserDetailView(TenantScopedAPIView):
     )
     def delete(self, request: Request, user_id: str) -> Response:
         end_user = end_user_get_for_tenant(tenant=self.tenant, external_id=user_id)
-        counts = end_user_erase(end_user=end_user, actor_type=ActorType.API_KEY, actor=self.actor)
+        counts = end_user_erase(end_user=end_user, actor=self.actor)
         return Response({"erased": counts})
 
 
@@ -106,9 +107,7 @@ class EndUserExportView(TenantScopedAPIView):
     )
     def get(self, request: Request, user_id: str) -> Response:
         end_user = end_user_get_for_tenant(tenant=self.tenant, external_id=user_id)
-        document = end_user_export(
-            end_user=end_user, actor_type=ActorType.API_KEY, actor=self.actor
-        )
+        document = end_user_export(end_user=end_user, actor=self.actor)
         response = Response(document)
         response["Content-Disposition"] = 'attachment; filename="memoryhub-user-export.json"'
         return response

@@ -39,14 +39,14 @@ from facts_app.selectors.facts import FactFilters, fact_list_for_tenant
 from facts_app.selectors.memories import memory_get, memory_list, memory_versions
 from facts_app.selectors.notes import note_daily_history, note_long_term_history
 from facts_app.services.memories import memory_delete, memory_save
-from memoryhub.accounts.models import ActorType, EndUser
-from memoryhub.accounts.pages import TenantRequest, tenant_page
+from memoryhub.accounts.models import EndUser
+from memoryhub.accounts.pages import TenantRequest, actor_for_request, tenant_page
 from memoryhub.accounts.selectors import end_user_get_for_tenant
-from memoryhub.accounts.services import deletion_counts
+from memoryhub.accounts.services import deletion_counts, end_user_erase
 from memoryhub.core.errors import ResourceNotFound
-from memoryhub.core.pages import count_rows, counts_text, htmx_partial
+from memoryhub.core.pages import Pager, count_rows, counts_text, htmx_partial, pager_for
 from memoryhub.people.forms import MemoryCreateForm, MemoryEditForm, MemoryPinForm, PeopleSearchForm
-from memoryhub.people.services import end_user_erase, end_user_export
+from memoryhub.people.services import end_user_export
 from sessions_app.models import Message, Session
 from sessions_app.selectors import session_list_for_tenant
 
@@ -61,10 +61,6 @@ _PLACEHOLDER_SESSION = uuid.UUID(int=0)
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-def _actor(request: TenantRequest) -> str:
-    return str(request.user.get_username())
 
 
 def _person_or_404(request: TenantRequest, user_id: str) -> EndUser:
@@ -120,42 +116,8 @@ def _any_of(querysets: Iterable[QuerySet[Any]]) -> QuerySet[Any]:
     return reduce(or_, rest, first)
 
 
-@dataclass(frozen=True)
-class Pager:
-    """A page and the links around it: plain links, which htmx also follows into `target`."""
-
-    page: Page[Any]
-    param: str
-    target: str
-    swap: str
-    label: str
-    previous_url: str | None
-    next_url: str | None
-
-
-def _pager(
-    request: TenantRequest, page: Page[Any], *, param: str, target: str, swap: str, label: str
-) -> Pager:
-    def url(number: int) -> str:
-        query = request.GET.copy()
-        query[param] = str(number)
-        return f"?{query.urlencode()}"
-
-    return Pager(
-        page=page,
-        param=param,
-        target=target,
-        swap=swap,
-        label=label,
-        previous_url=url(page.previous_page_number()) if page.has_previous() else None,
-        next_url=url(page.next_page_number()) if page.has_next() else None,
-    )
-
-
 def _section_pager(request: TenantRequest, page: Page[Any], *, name: str, label: str) -> Pager:
-    return _pager(
-        request, page, param=f"{name}_page", target=f"{name}-section", swap="outerHTML", label=label
-    )
+    return pager_for(request, page, param=f"{name}_page", target=f"{name}-section", label=label)
 
 
 # -- the list ----------------------------------------------------------------------------------
@@ -178,7 +140,7 @@ def people_list(request: TenantRequest) -> HttpResponse:
     if query:
         people = people.filter(Q(external_id__icontains=query) | Q(display_name__icontains=query))
     page = Paginator(people, PEOPLE_PER_PAGE).get_page(request.GET.get("page"))
-    pager = _pager(
+    pager = pager_for(
         request, page, param="page", target="people-results", swap="innerHTML", label="People pages"
     )
     context = {"form": form, "query": query, "page": page, "pager": pager}
@@ -388,7 +350,7 @@ def person_detail(request: TenantRequest, user_id: str) -> HttpResponse:
 def person_export(request: TenantRequest, user_id: str) -> HttpResponse:
     """Download everything kept about the person (audited by the service, as the API's export)."""
     end_user = _person_or_404(request, user_id)
-    document = end_user_export(end_user=end_user, actor_type=ActorType.STAFF, actor=_actor(request))
+    document = end_user_export(end_user=end_user, actor=actor_for_request(request))
     response = JsonResponse(document, json_dumps_params={"indent": 2, "ensure_ascii": False})
     name = slugify(end_user.external_id) or "person"
     response["Content-Disposition"] = f'attachment; filename="memoryhub-user-{name}.json"'
@@ -413,7 +375,7 @@ def _erase_confirm(request: TenantRequest, user_id: str) -> HttpResponse:
 @tenant_page(editor=True)
 def _erase(request: TenantRequest, user_id: str) -> HttpResponse:
     end_user = _person_or_404(request, user_id)
-    counts = end_user_erase(end_user=end_user, actor_type=ActorType.STAFF, actor=_actor(request))
+    counts = end_user_erase(end_user=end_user, actor=actor_for_request(request))
     messages.success(
         request, f"Erased {end_user.external_id}: {counts_text(counts) or 'nothing'} removed."
     )
@@ -526,7 +488,7 @@ def _memory_delete_confirm(request: TenantRequest, user_id: str, key: str) -> Ht
 def _memory_delete(request: TenantRequest, user_id: str, key: str) -> HttpResponse:
     end_user = _person_or_404(request, user_id)
     memory = _memory_or_404(request, end_user, key)
-    memory_delete(memory=memory, actor_type=ActorType.STAFF, actor=_actor(request))
+    memory_delete(memory=memory, actor=actor_for_request(request))
     messages.success(request, f"Deleted the memory “{key}” and its earlier versions.")
     return redirect(_person_url(end_user, "memories-section"))
 

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memoryhub.accounts.api import TenantScopedAPIView
-from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, Actor, ActorType, ApiKeyScope
+from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ApiKeyScope
 from memoryhub.core.fields import StrictCharField
 from memoryhub.retention import purge
 
@@ -99,7 +99,7 @@ class PurgeView(TenantScopedAPIView):
         data = PurgeInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data
-        actor = Actor(type=ActorType.API_KEY, name=self.actor)
+        actor = self.actor
         scope, dry_run = params["scope"], params["dry_run"]
         if scope == "session":
             counts = purge.purge_session(

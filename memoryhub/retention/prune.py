@@ -1,5 +1,6 @@
 """Retention and purge by age: remove what a tenant's policy (or a purge request) says is
-expired, in bounded batches, counting every row, and audit each run (issue 5, seed 001/003).
+expired, in bounded batches, counting every row, and audit each run (the rules PicoBot's and
+bub's stores keep).
 
 What goes, per tenant (MemoryPolicy; an agent's row overrides the tenant's for its sessions):
 - messages created more than `retention_days` ago, and sessions idle (last activity) for longer,
@@ -35,7 +36,7 @@ from django.utils import timezone
 from facts_app.models import UserMemory
 from facts_app.services.notes import note_daily_prune
 from memoryhub.accounts.models import (
-    ActorType,
+    Actor,
     AuditAction,
     EndUser,
     IdempotencyRecord,
@@ -59,6 +60,8 @@ logger = logging.getLogger(__name__)
 BATCH_SIZE = 1000
 DEFAULT_RETENTION_DAYS = 90
 DEFAULT_DAILY_NOTE_RETENTION_DAYS = 30
+# Who the scheduled retention run is, in the audit log.
+RETENTION_ACTOR = Actor.system("retention")
 
 Progress = Callable[[str, int], None]  # (kind, rows just deleted or counted)
 
@@ -240,8 +243,7 @@ def retention_prune_tenant(
     dry_run: bool = False,
     batch_size: int = BATCH_SIZE,
     progress: Progress = _no_progress,
-    actor_type: str = ActorType.SYSTEM,
-    actor: str = "retention",
+    actor: Actor = RETENTION_ACTOR,
 ) -> PruneReport:
     """Apply the tenant's retention policy once; audit it (one event) unless nothing went or
     it is a dry run. Idempotent: a second run right after finds nothing left."""
@@ -254,7 +256,6 @@ def retention_prune_tenant(
         if not dry_run and report.total:
             audit_event_record(
                 tenant=tenant,
-                actor_type=actor_type,
                 actor=actor,
                 action=AuditAction.PURGE,
                 object_type="retention",
@@ -358,8 +359,7 @@ def retention_prune(
     dry_run: bool = False,
     batch_size: int = BATCH_SIZE,
     progress: Progress = _no_progress,
-    actor_type: str = ActorType.SYSTEM,
-    actor: str = "retention",
+    actor: Actor = RETENTION_ACTOR,
 ) -> list[PruneReport]:
     """retention_prune_tenant for every tenant (or the given ones), one clock for all."""
     now = now or timezone.now()
@@ -370,7 +370,6 @@ def retention_prune(
             dry_run=dry_run,
             batch_size=batch_size,
             progress=progress,
-            actor_type=actor_type,
             actor=actor,
         )
         for tenant in (tenants if tenants is not None else Tenant.objects.order_by("pk"))

@@ -7,7 +7,7 @@ What a purge removes and what survives it:
   DELETE /facts/{id}/, to remove them.
 - scope "user": the person and everything kept about them (sessions, messages, state, summaries,
   memories and their versions, facts, notes, stored idempotent responses) — the erasure of
-  DELETE /users/{id}/.
+  DELETE /users/{id}/, by the same service, so its audit event is the same `erase`.
 - scope "older_than": conversation history older than N days, exactly as retention with that
   age would take it (sessions idle that long, older messages, replaced summaries), for the
   tenant or one person. A live session's current summary stays: it is what the session still
@@ -22,12 +22,16 @@ import uuid
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Model
 from django.utils import timezone
 
 from memoryhub.accounts.models import Actor, AuditAction, Tenant
 from memoryhub.accounts.selectors import end_user_get_for_tenant
-from memoryhub.accounts.services import audit_event_record, audited_delete, deletion_counts
+from memoryhub.accounts.services import (
+    audit_event_record,
+    audited_delete,
+    deletion_counts,
+    end_user_erase,
+)
 from memoryhub.core.errors import ResourceNotFound
 from memoryhub.retention.prune import ConversationScope, conversations_prune
 from sessions_app.models import Session
@@ -40,31 +44,17 @@ def _session_for(*, tenant: Tenant, session_id: uuid.UUID) -> Session:
     return session
 
 
-def _purge_object(
-    *, obj: Model, tenant: Tenant, dry_run: bool, actor: Actor, object_type: str, object_id: str
-) -> dict[str, int]:
-    if dry_run:
-        return deletion_counts(obj=obj)
-    return audited_delete(
-        obj=obj,
-        tenant=tenant,
-        actor_type=actor.type,
-        actor=actor.name,
-        action=AuditAction.PURGE,
-        object_type=object_type,
-        object_id=object_id,
-    )
-
-
 def purge_session(
     *, tenant: Tenant, session_id: uuid.UUID, dry_run: bool, actor: Actor
 ) -> dict[str, int]:
     session = _session_for(tenant=tenant, session_id=session_id)
-    return _purge_object(
+    if dry_run:
+        return deletion_counts(obj=session)
+    return audited_delete(
         obj=session,
         tenant=tenant,
-        dry_run=dry_run,
         actor=actor,
+        action=AuditAction.PURGE,
         object_type="session",
         object_id=str(session.pk),
     )
@@ -72,14 +62,9 @@ def purge_session(
 
 def purge_user(*, tenant: Tenant, user_id: str, dry_run: bool, actor: Actor) -> dict[str, int]:
     end_user = end_user_get_for_tenant(tenant=tenant, external_id=user_id)
-    return _purge_object(
-        obj=end_user,
-        tenant=tenant,
-        dry_run=dry_run,
-        actor=actor,
-        object_type="end_user",
-        object_id=end_user.external_id,
-    )
+    if dry_run:
+        return deletion_counts(obj=end_user)
+    return end_user_erase(end_user=end_user, actor=actor)
 
 
 def purge_older_than(
@@ -105,8 +90,7 @@ def purge_older_than(
                 detail["user_id"] = user_id
             audit_event_record(
                 tenant=tenant,
-                actor_type=actor.type,
-                actor=actor.name,
+                actor=actor,
                 action=AuditAction.PURGE,
                 object_type="older_than",
                 object_id=user_id or "",

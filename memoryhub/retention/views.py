@@ -22,8 +22,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from memoryhub.accounts.forms import PurgeConfirmForm, PurgeOlderThanForm
-from memoryhub.accounts.models import Actor, ActorType
-from memoryhub.accounts.pages import TenantRequest, tenant_page
+from memoryhub.accounts.pages import TenantRequest, actor_for_request, tenant_page
 from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.pages import count_rows, counts_text, not_found_as_404
 from memoryhub.retention.purge import purge_older_than, purge_session
@@ -39,7 +38,7 @@ def _purge(
             days=days,
             user_id=user_id or None,
             dry_run=dry_run,
-            actor=Actor(type=ActorType.STAFF, name=str(request.user.get_username())),
+            actor=actor_for_request(request),
             now=as_of,
         )
     except ResourceNotFound as error:
@@ -102,10 +101,6 @@ def _choice(data: dict[str, object]) -> dict[str, object]:
     return {"days": data["days"], "user_id": data["user_id"]}
 
 
-def _staff_actor(request: TenantRequest) -> Actor:
-    return Actor(type=ActorType.STAFF, name=request.user.get_username())
-
-
 @tenant_page()
 @require_http_methods(["GET", "POST"])
 def session_purge(request: TenantRequest, session_id: uuid.UUID) -> HttpResponse:
@@ -121,14 +116,14 @@ def session_purge(request: TenantRequest, session_id: uuid.UUID) -> HttpResponse
                 tenant=request.tenant,
                 session_id=session.pk,
                 dry_run=False,
-                actor=_staff_actor(request),
+                actor=actor_for_request(request),
             )
         messages.success(
             request, f"Purged session {session.pk}: {counts_text(counts) or 'nothing'} removed."
         )
         return redirect("sessions_pages:list")
     counts = purge_session(
-        tenant=request.tenant, session_id=session.pk, dry_run=True, actor=_staff_actor(request)
+        tenant=request.tenant, session_id=session.pk, dry_run=True, actor=actor_for_request(request)
     )
     return render(
         request,

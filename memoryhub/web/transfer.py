@@ -23,23 +23,23 @@ from django.contrib import messages
 from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 
-from memoryhub.accounts.models import ActorType, AuditAction
-from memoryhub.accounts.pages import TenantRequest, tenant_page
+from memoryhub.accounts.models import AuditAction
+from memoryhub.accounts.pages import TenantRequest, actor_for_request, tenant_page
 from memoryhub.accounts.services import audit_event_record
 from memoryhub.transfer.export import export_records
-from memoryhub.transfer.formats import reader_for
+from memoryhub.transfer.formats import ALIASES, reader_for
 from memoryhub.transfer.runner import import_items
 from memoryhub.transfer.services import tenant_export_audit
 from memoryhub.transfer.types import ImportReport
 
 UPLOAD_MAX_BYTES = 512 * 1024 * 1024
 UPLOAD_KEEP = dt.timedelta(days=1)
-# The formats a single file can hold (seed 000 is a directory: use the command).
+# The formats a single file can hold (basic-session's store is a directory: use the command).
 UPLOAD_FORMATS = (
     ("memoryhub", "MemoryHub export (.jsonl, .jsonl.gz, or a person's .json)"),
-    ("seed001", "PicoBot sessions.json or its SQLite database (seed 001)"),
-    ("seed003", "bub tape .jsonl (seed 003)"),
-    ("seed004", "sclaw memory.db (seed 004)"),
+    ("picobot", "PicoBot sessions.json or its SQLite database"),
+    ("bub", "bub tape .jsonl"),
+    ("sclaw", "sclaw memory.db"),
 )
 _SUFFIX = re.compile(r"(\.[a-z0-9]{1,8}){1,2}$")
 _TOKEN = re.compile(r"^[0-9a-f]{32}$")
@@ -116,7 +116,9 @@ def import_confirm(request: TenantRequest) -> HttpResponse:
     if request.method != "POST":
         return redirect("web:import")
     token = request.POST.get("token", "")
-    source = request.POST.get("source", "")
+    # A page rendered before the formats were renamed may still post an old alias.
+    posted = request.POST.get("source", "")
+    source = ALIASES.get(posted, posted)
     path = _find_upload(tenant_id=request.tenant.pk, token=token)
     if path is None or source not in dict(UPLOAD_FORMATS):
         messages.error(request, "That upload is gone (kept for a day): upload the file again.")
@@ -127,8 +129,7 @@ def import_confirm(request: TenantRequest) -> HttpResponse:
         path.unlink(missing_ok=True)
     audit_event_record(
         tenant=request.tenant,
-        actor_type=ActorType.STAFF,
-        actor=request.user.get_username(),
+        actor=actor_for_request(request),
         action=AuditAction.CREATE,
         object_type="import",
         object_id=source,
@@ -142,16 +143,14 @@ def import_confirm(request: TenantRequest) -> HttpResponse:
 def export_download(request: TenantRequest) -> StreamingHttpResponse:
     """The tenant's whole memory as MemoryHub's JSON Lines, streamed as it is read."""
     tenant = request.tenant
-    username = request.user.get_username()
+    actor = actor_for_request(request)
 
     def lines() -> Iterator[str]:
         count = 0
         for record in export_records(tenant=tenant):
             count += 1
             yield json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        tenant_export_audit(
-            tenant=tenant, end_user=None, actor_type=ActorType.STAFF, actor=username, records=count
-        )
+        tenant_export_audit(tenant=tenant, end_user=None, actor=actor, records=count)
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     response = StreamingHttpResponse(lines(), content_type="application/x-ndjson; charset=utf-8")

@@ -26,7 +26,6 @@ from memoryhub.accounts.idempotency import (
     request_fingerprint,
     run_idempotent,
 )
-from memoryhub.accounts.models import Actor, ActorType
 from sessions_app import task_selectors, task_services
 from sessions_app.api.etags import (
     ETAG_HEADER,
@@ -219,6 +218,6 @@ class PlanViewSet(TenantScopedGenericViewSet):
             tenant=self.tenant,
             plan_id=work_id_from_path(plan_id, what="plan"),
             if_match=if_match(request),
-            actor=Actor(type=ActorType.API_KEY, name=self.actor),
+            actor=self.actor,
         )
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -32,7 +32,7 @@ from memoryhub.accounts.idempotency import (
     request_fingerprint,
     run_idempotent,
 )
-from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, Actor, ActorType
+from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH
 from memoryhub.accounts.selectors import end_user_get_for_tenant, memory_policy_for
 from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.fields import StrictCharField
@@ -66,10 +66,6 @@ STATE_KEY_PARAMETER = OpenApiParameter(
 )
 NOT_FOUND = OpenApiResponse(description="No such session for this API key's tenant.")
 _STATE_KEY = re.compile(rf"^[^\x00-\x1f\x7f]{{1,{STATE_KEY_MAX_LENGTH}}}$")
-
-
-def _actor(view: TenantScopedAPIView | TenantScopedGenericViewSet) -> Actor:
-    return Actor(type=ActorType.API_KEY, name=f"api_key:{view.api_key.prefix}")
 
 
 def _session_uuid(raw: str) -> uuid.UUID:
@@ -179,7 +175,7 @@ class SessionViewSet(TenantScopedGenericViewSet):
 
     def destroy(self, request: Request, session_id: str) -> Response:
         session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
-        services.session_delete(session=session, actor=_actor(self))
+        services.session_delete(session=session, actor=self.actor)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -3,7 +3,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from memoryhub.accounts.models import ActorType, ApiKey, AuditAction, AuditEvent
+from memoryhub.accounts.models import Actor, ApiKey, AuditAction, AuditEvent
 from memoryhub.accounts.services import api_key_revoke
 from tests.conftest import client_for, error_code
 
@@ -48,7 +48,7 @@ def test_it_accepts_a_key_in_the_x_api_key_header(tenant, make_key):
 
 def test_it_refuses_a_revoked_key(tenant, make_key):
     api_key, secret = make_key(tenant)
-    api_key_revoke(api_key=api_key, actor_type=ActorType.SYSTEM, actor="test")
+    api_key_revoke(api_key=api_key, actor=Actor.system("test"))
 
     response = client_for(secret).get(SESSIONS)
 

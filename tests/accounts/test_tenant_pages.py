@@ -1,4 +1,5 @@
-"""The tenant pages: audit log, memory policy with agent overrides, purge by age, API keys."""
+"""The tenant pages: audit log, memory policy with agent overrides, API keys. (Purge by age:
+tests/retention/test_purge_pages.py.)"""
 
 from __future__ import annotations
 
@@ -7,10 +8,8 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from memoryhub.accounts.models import ApiKey, AuditEvent, MemoryPolicy
+from memoryhub.accounts.models import Actor, ApiKey, AuditEvent, MemoryPolicy
 from memoryhub.accounts.services import api_key_create, audit_event_record
-from sessions_app.models import Message, Session
-from sessions_app.services import MessageInput, message_append_batch, session_create_or_get
 
 SCRIPT = "<script>alert(1)</script>"
 ESCAPED = b"&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -19,8 +18,7 @@ ESCAPED = b"&lt;script&gt;alert(1)&lt;/script&gt;"
 def record(tenant, *, actor="ana", action="purge", object_id="", days_ago=0, **more):
     event = audit_event_record(
         tenant=tenant,
-        actor_type="staff",
-        actor=actor,
+        actor=Actor.staff(actor),
         action=action,
         object_type=more.pop("object_type", "session"),
         object_id=object_id,
@@ -302,114 +300,6 @@ def test_the_policy_page_lists_overrides_in_constant_queries(
     with django_assert_max_num_queries(len(few.captured_queries)):
         response = editor.get("/tenant/policy/")
     assert response.content.count(b'data-testid="override-row"') == 30
-
-
-# --- purge history older than N days ----------------------------------------------------------
-
-
-def conversation(tenant, *, user: str, days_old: float, messages: int = 3) -> Session:
-    session, _ = session_create_or_get(tenant=tenant, user_id=user, agent_id="chat")
-    message_append_batch(
-        tenant=tenant,
-        session_id=session.pk,
-        messages=[MessageInput(role="user", content=f"m{i}") for i in range(messages)],
-    )
-    moment = timezone.now() - dt.timedelta(days=days_old)
-    Message.objects.filter(session=session).update(created_at=moment)
-    Session.objects.filter(pk=session.pk).update(last_active_at=moment)
-    return session
-
-
-def test_purge_counts_first_then_removes_exactly_that_audited(editor, tenant, other_tenant):
-    old = conversation(tenant, user="ana", days_old=40)
-    recent = conversation(tenant, user="bob", days_old=1)
-    theirs = conversation(other_tenant, user="spy", days_old=40)
-
-    confirm = editor.get("/tenant/purge/", {"days": "30"})
-
-    assert confirm.status_code == 200
-    counted = confirm.context["counts"]
-    assert counted["sessions"] == 1
-    assert counted["messages"] == 3
-    assert b'id="purge-submit"' in confirm.content
-    assert b'id="purge-counts"' in confirm.content
-    assert Session.objects.filter(pk=old.pk).exists()  # the count removed nothing
-    as_of = confirm.context["as_of"]
-
-    done = editor.post("/tenant/purge/", {"days": "30", "user_id": "", "as_of": as_of.isoformat()})
-
-    assert done.status_code == 200
-    assert done.context["counts"] == counted
-    assert b'id="purge-done"' in done.content
-    assert not Session.objects.filter(pk=old.pk).exists()
-    assert Session.objects.filter(pk__in=[recent.pk, theirs.pk]).count() == 2
-    event = AuditEvent.objects.get(tenant=tenant, action="purge")
-    assert (event.object_type, event.actor_type, event.actor) == ("older_than", "staff", "member-1")
-    assert event.counts == counted
-    assert not AuditEvent.objects.filter(tenant=other_tenant).exists()
-
-
-def test_purge_for_one_person(editor, tenant):
-    conversation(tenant, user="ana", days_old=40)
-    bob = conversation(tenant, user="bob", days_old=40)
-
-    confirm = editor.get("/tenant/purge/", {"days": "30", "user_id": "ana"})
-    editor.post(
-        "/tenant/purge/",
-        {"days": "30", "user_id": "ana", "as_of": confirm.context["as_of"].isoformat()},
-    )
-
-    assert confirm.context["counts"]["sessions"] == 1
-    assert list(Session.objects.filter(tenant=tenant)) == [bob]
-
-
-def test_a_viewer_sees_the_counts_but_cannot_purge(viewer, tenant):
-    old = conversation(tenant, user="ana", days_old=40)
-
-    confirm = viewer.get("/tenant/purge/", {"days": "30"})
-    refused = viewer.post("/tenant/purge/", {"days": "30", "as_of": timezone.now().isoformat()})
-
-    assert confirm.context["counts"]["sessions"] == 1
-    assert b'id="purge-submit"' not in confirm.content
-    assert refused.status_code == 403
-    assert Session.objects.filter(pk=old.pk).exists()
-    assert not AuditEvent.objects.exists()
-
-
-@pytest.mark.parametrize(
-    ("params", "field", "message"),
-    [
-        ({"days": "0"}, "days", "greater than or equal to 1"),
-        ({"days": "soon"}, "days", "Enter a whole number"),
-        ({"days": "30", "user_id": "nobody"}, "user_id", "No one with this id"),
-        ({"days": "30", "user_id": "spy"}, "user_id", "No one with this id"),
-    ],
-)
-def test_bad_purge_input_shows_inline_errors_and_removes_nothing(
-    editor, tenant, other_tenant, params, field, message
-):
-    conversation(tenant, user="ana", days_old=40)
-    conversation(other_tenant, user="spy", days_old=40)
-
-    shown = editor.get("/tenant/purge/", params)
-    posted = editor.post("/tenant/purge/", {**params, "as_of": timezone.now().isoformat()})
-
-    for response in (shown, posted):
-        assert response.status_code == 400
-        assert message in " ".join(response.context["form"].errors[field])
-        assert message.encode() in response.content
-    assert Session.objects.count() == 2
-    assert not AuditEvent.objects.exists()
-
-
-def test_a_stale_or_forged_confirmation_removes_nothing(editor, tenant):
-    conversation(tenant, user="ana", days_old=40)
-
-    for as_of in (timezone.now() + dt.timedelta(days=365), timezone.now() - dt.timedelta(days=9)):
-        response = editor.post("/tenant/purge/", {"days": "30", "as_of": as_of.isoformat()})
-        assert response.status_code == 400
-        assert b"out of date" in response.content
-    assert Session.objects.count() == 1
 
 
 def test_the_policy_page_links_to_the_purge_count(editor, tenant):

@@ -1,5 +1,6 @@
-"""Session pages: the list (filters, text search, pagination), a session's page (transcript,
-summaries, state, plans and task contexts, context preview) and the purge confirmation."""
+"""Session pages: the list (filters, text search, pagination) and a session's page (transcript,
+summaries, state, plans and task contexts, context preview). The purge confirmation's own tests
+are in tests/retention/test_purge_pages.py."""
 
 from __future__ import annotations
 
@@ -11,12 +12,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from memoryhub.accounts.models import AuditEvent
 from sessions_app.models import (
-    Message,
     Plan,
     Session,
-    StateEntry,
     SubTask,
     Summary,
     TaskContext,
@@ -69,15 +67,6 @@ def test_another_tenants_session_is_a_404(editor, other_tenant, path):
 
     assert editor.get("/sessions/" + path.format(id=foreign.pk)).status_code == 404
     assert editor.get("/sessions/" + path.format(id=uuid.uuid4())).status_code == 404
-
-
-def test_another_tenants_session_cannot_be_purged(editor, other_tenant):
-    foreign = _chat(other_tenant, messages=_say("hello"))
-
-    response = editor.post(f"/sessions/{foreign.pk}/purge/")
-
-    assert response.status_code == 404
-    assert Session.objects.filter(pk=foreign.pk).exists()
 
 
 def test_the_list_shows_only_the_tenants_sessions(editor, viewer, tenant, other_tenant):
@@ -430,74 +419,3 @@ def test_bad_context_parameters_show_inline_errors(editor, tenant, params, field
     assert field in response.context["context_form"].errors
     assert f'id="context-errors-{field}"' in response.content.decode()
     assert 'class="errorlist' in response.content.decode()
-
-
-# --- purge ------------------------------------------------------------------------------------
-
-
-def _session_with_everything(tenant):
-    session = _chat(tenant, messages=_say("hi", "hello", "bye"))
-    state_set(tenant=tenant, session_id=session.pk, key="k", value=1)
-    Summary.objects.create(tenant=tenant, session=session, text="s", through_seq=2, model="m")
-    return session
-
-
-def test_the_purge_page_shows_what_would_go_and_the_post_removes_exactly_that(
-    member_client, tenant
-):
-    editor = member_client(tenant)
-    session = _session_with_everything(tenant)
-    keep = _chat(tenant, user="someone else", messages=_say("stay"))
-
-    page = editor.get(f"/sessions/{session.pk}/purge/")
-
-    counts = page.context["counts"]
-    assert counts == {"messages": 3, "sessions": 1, "state_entries": 1, "summaries": 1}
-    html = page.content.decode()
-    assert 'id="purge-counts"' in html
-    assert 'id="purge-submit"' in html
-    assert '<tr data-kind="state_entries"><th scope="row">State entries</th><td>1</td></tr>' in html
-    assert Session.objects.filter(pk=session.pk).exists()  # the dry run deleted nothing
-
-    response = editor.post(f"/sessions/{session.pk}/purge/", follow=True)
-
-    assert response.redirect_chain == [("/sessions/", 302)]
-    assert "Purged session" in response.content.decode()
-    assert "3 messages" in response.content.decode()
-    assert not Session.objects.filter(pk=session.pk).exists()
-    assert not Message.objects.filter(session_id=session.pk).exists()
-    assert not StateEntry.objects.filter(session_id=session.pk).exists()
-    assert Message.objects.filter(session=keep).count() == 1
-    event = AuditEvent.objects.get(tenant=tenant, object_type="session")
-    assert (event.actor_type, event.actor, event.action) == ("staff", "member-1", "purge")
-    assert (event.object_id, event.counts) == (str(session.pk), counts)
-
-
-def test_a_viewer_sees_the_counts_but_cannot_purge(viewer, tenant):
-    session = _session_with_everything(tenant)
-
-    page = viewer.get(f"/sessions/{session.pk}/purge/")
-    response = viewer.post(f"/sessions/{session.pk}/purge/")
-
-    assert page.status_code == 200
-    assert 'id="purge-submit"' not in page.content.decode()
-    assert 'id="purge-viewer-note"' in page.content.decode()
-    assert response.status_code == 403
-    assert Session.objects.filter(pk=session.pk).exists()
-    assert not AuditEvent.objects.filter(tenant=tenant).exists()
-
-
-def test_the_purge_form_needs_its_csrf_token(tenant, member_client):
-    from memoryhub.accounts.models import User
-
-    member_client(tenant)
-    session = _session_with_everything(tenant)
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(User.objects.get(username="member-1"))
-
-    response = client.post(f"/sessions/{session.pk}/purge/")
-
-    assert response.status_code == 403
-    assert Session.objects.filter(pk=session.pk).exists()
-    page = client.get(f"/sessions/{session.pk}/purge/").content.decode()
-    assert 'name="csrfmiddlewaretoken"' in page

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from memoryhub.accounts.models import (
-    ActorType,
+    Actor,
     ApiKey,
     ApiKeyScope,
     Membership,
@@ -43,7 +43,7 @@ class Command(BaseCommand):
                 user=admin, tenant=tenant, defaults={"role": MembershipRole.OWNER}
             )
             for old in ApiKey.objects.filter(tenant=tenant, name=DEMO_KEY_NAME, revoked=False):
-                api_key_revoke(api_key=old, actor_type=ActorType.SYSTEM, actor="bootstrap_demo")
+                api_key_revoke(api_key=old, actor=Actor.system("bootstrap_demo"))
             _, secret = api_key_create(
                 tenant=tenant, name=DEMO_KEY_NAME, scopes=list(ApiKeyScope.values)
             )

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memoryhub.accounts.models import ActorType, Tenant
+from memoryhub.accounts.models import Actor, Tenant
 from memoryhub.retention.prune import BATCH_SIZE, retention_prune
 
 
@@ -66,8 +66,7 @@ class Command(BaseCommand):
                 dry_run=dry_run,
                 batch_size=options["batch_size"],
                 progress=progress,
-                actor_type=ActorType.STAFF,
-                actor="manage.py prune_memory",
+                actor=Actor.command("prune_memory"),
             )
         verb = "would delete" if dry_run else "deleted"
         for report in reports:

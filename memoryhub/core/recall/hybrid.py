@@ -1,0 +1,349 @@
+"""Rank one person's messages for a query: windowed BM25, optionally fused with dense cosine, then
+the study's priors in its order (fuse → session → neighbours → speaker → length → date → when).
+
+The weights are the ones measured in shared/research/retrieval.md (round two); they were tuned on
+LoCoMo conversations 0-4 and held on 5-9, so change them only with a benchmark on both halves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from memoryhub.core.recall.analyzer import query_terms, words
+from memoryhub.core.recall.dates import DateTarget, parse_query_dates, starts_with_when
+from memoryhub.core.recall.index import RecallIndex, epoch_seconds, name_words
+from memoryhub.core.search import EmptySearchQuery
+
+Mode = Literal["hybrid", "lexical", "semantic"]
+
+# "Within ±10 days" of a named day, as in the study.
+DATE_WINDOW_DAYS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """The study's alpha (dense share of the fusion), sigma (session), beta (neighbour
+    smoothing), gamma (speaker), lambda (length), delta (date) and omega ("when")."""
+
+    dense: float
+    session: float
+    smoothing: float
+    speaker: float
+    length: float
+    date: float
+    when: float
+
+
+# Round two of the study: with a MiniLM vector per message (H5), and without any model (L5).
+H5 = Weights(dense=0.5, session=0.2, smoothing=0.25, speaker=0.2, length=0.15, date=0.4, when=0.2)
+L5 = Weights(dense=0.0, session=0.3, smoothing=0.2, speaker=0.4, length=0.2, date=0.5, when=0.1)
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """What contributed to a hit: useful to show why it was found, or to drop weak hits."""
+
+    lexical: bool
+    semantic: bool
+    speaker: bool
+    date: bool
+    when: bool
+
+    def as_dict(self) -> dict[str, bool]:
+        return {
+            "lexical": self.lexical,
+            "semantic": self.semantic,
+            "speaker": self.speaker,
+            "date": self.date,
+            "when": self.when,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One ranked message. `lexical_score` is its raw windowed BM25 (0 when no term matched);
+    `dense_score` its raw cosine, None when no dense score took part for it."""
+
+    id: Hashable
+    score: float
+    lexical_score: float
+    dense_score: float | None
+    signals: Signals
+
+
+def rank(
+    index: RecallIndex,
+    query: str,
+    *,
+    top_k: int,
+    mode: Mode = "hybrid",
+    query_vector: npt.NDArray[np.float32] | None = None,
+    weights: Weights | None = None,
+    speaker: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[Hit]:
+    """The best `top_k` messages of `index` for `query`, best first, ties in message order.
+
+    Modes:
+    - "hybrid": BM25 fused with cosine. Without a `query_vector`, or when no message has a
+      vector yet, it is exactly "lexical". Messages without a vector still rank (dense part 0).
+    - "lexical": BM25 and the priors only; `query_vector` is ignored.
+    - "semantic": cosine alone, no priors, over messages that have a vector; needs
+      `query_vector`.
+
+    `weights` defaults to H5 when a dense part takes part, L5 otherwise; given weights are used
+    as they are, except that their dense share counts as 0 when there is no dense part (so the
+    lexical score is not scaled down for nothing).
+
+    `speaker` acts as if the query named that participant (the speaker prior); `since`/`until`
+    (inclusive; naive values are UTC) are filters: messages outside, or without a time, are not
+    returned, though they still lend their score to neighbours and their session.
+
+    Only messages that match are returned: at least one query term in their windowed text, or
+    (when a dense part takes part) a vector. A person who never spoke of a dentist gets no hits
+    for "dentist" in lexical mode, not the longest turns. (On LoCoMo this cut costs nothing:
+    the priors alone never lifted an unmatched message into the top 20.) `Hit.signals` tells
+    which parts contributed.
+
+    Raises EmptySearchQuery when the query has no searchable word (empty, punctuation or
+    stop-words only), in every mode; ValueError on a bad `top_k`, mode or vector.
+    """
+    if top_k < 0:
+        raise ValueError("top_k must not be negative.")
+    if mode not in ("hybrid", "lexical", "semantic"):
+        raise ValueError(f"Unknown recall mode {mode!r}.")
+    terms = query_terms(query)
+    if not terms:
+        raise EmptySearchQuery("The query has no searchable words.")
+    if mode == "semantic" and query_vector is None:
+        raise ValueError("Semantic recall needs a query vector.")
+    count = len(index)
+    if count == 0 or top_k == 0:
+        return []
+
+    allowed = _in_range(index, since=since, until=until)
+    cosine = _cosine(index, query_vector) if mode != "lexical" else None
+
+    if mode == "semantic":
+        assert cosine is not None
+        eligible = index.vector_mask & allowed
+        no_signal = np.zeros(count, dtype=np.bool_)
+        return _top(
+            index,
+            scores=cosine.astype(np.float64),
+            eligible=eligible,
+            top_k=top_k,
+            bm25=np.zeros(count, dtype=np.float32),
+            cosine=cosine,
+            semantic=index.vector_mask,
+            speaker=no_signal,
+            date=no_signal,
+            when=no_signal,
+        )
+
+    use_dense = cosine is not None and index.has_vectors
+    if weights is None:
+        weights = H5 if use_dense else L5
+    alpha = weights.dense if use_dense else 0.0
+
+    bm25 = index.bm25(terms)
+    matched = bm25 > 0
+    fused = (1.0 - alpha) * _minmax_where(bm25.astype(np.float64), matched)
+    if use_dense:
+        assert cosine is not None
+        fused += alpha * _minmax_where(cosine.astype(np.float64), index.vector_mask)
+
+    if weights.session:
+        # Conversations are topical: the best turn of a session lifts its weaker neighbours.
+        ordered = fused[index.session_order]
+        best = np.maximum.reduceat(ordered, index.session_starts)
+        fused += (
+            weights.session * _minmax_where(best, np.ones(best.size, np.bool_))[index.session_index]
+        )
+
+    if weights.smoothing:
+        # Both neighbours read the values before smoothing; -1 (no neighbour) reads the 0 pad.
+        padded = np.append(fused, 0.0)
+        fused += weights.smoothing * np.maximum(padded[index.prev_index], padded[index.next_index])
+
+    speaker_hit = np.zeros(count, dtype=np.bool_)
+    named = _named_speaker(index, query=query, speaker=speaker)
+    if named is not None and weights.speaker:
+        speaker_hit = _speaker_rows(index, named)
+        fused += weights.speaker * np.where(speaker_hit, 0.5, -0.5)
+
+    if weights.length:
+        fused += weights.length * index.length_prior
+
+    date_hit = np.zeros(count, dtype=np.bool_)
+    targets = parse_query_dates(query)
+    if targets and weights.date:
+        boost = _date_boost(index, targets)
+        date_hit = boost > 0
+        fused += weights.date * boost
+
+    when_hit = np.zeros(count, dtype=np.bool_)
+    if weights.when and starts_with_when(query):
+        when_hit = index.has_time
+        fused += weights.when * when_hit
+
+    candidates = matched | index.vector_mask if use_dense else matched
+    return _top(
+        index,
+        scores=fused,
+        eligible=allowed & candidates,
+        top_k=top_k,
+        bm25=bm25,
+        cosine=cosine if use_dense else None,
+        semantic=index.vector_mask if use_dense else np.zeros(count, dtype=np.bool_),
+        speaker=speaker_hit,
+        date=date_hit,
+        when=when_hit,
+    )
+
+
+def _minmax_where(
+    values: npt.NDArray[np.float64], mask: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.float64]:
+    """Min-max over the masked values; unmasked ones become 0. If all masked values are equal
+    they become 1: they all matched, equally."""
+    out = np.zeros(values.shape, dtype=np.float64)
+    if not mask.any():
+        return out
+    chosen = values[mask]
+    low, high = float(chosen.min()), float(chosen.max())
+    out[mask] = (chosen - low) / (high - low) if high > low else 1.0
+    return out
+
+
+def _cosine(
+    index: RecallIndex, query_vector: npt.NDArray[np.float32] | None
+) -> npt.NDArray[np.float32] | None:
+    if query_vector is None or index.vectors is None:
+        return None
+    vector = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+    if vector.shape[0] != index.vectors.shape[1]:
+        raise ValueError(
+            f"The query vector has {vector.shape[0]} dimensions, "
+            f"the index {index.vectors.shape[1]}."
+        )
+    norm = float(np.linalg.norm(vector))
+    if norm > 0:
+        vector = vector / norm
+    # Rows without a vector are zeros, so their cosine is 0 and the mask keeps them out of minmax.
+    return index.vectors @ vector
+
+
+def _in_range(
+    index: RecallIndex, *, since: datetime | None, until: datetime | None
+) -> npt.NDArray[np.bool_]:
+    allowed = np.ones(len(index), dtype=np.bool_)
+    # NaN (no time) compares False, so such messages drop out as soon as a bound is given.
+    if since is not None:
+        allowed &= index.created_epoch >= epoch_seconds(since)
+    if until is not None:
+        allowed &= index.created_epoch <= epoch_seconds(until)
+    return allowed
+
+
+def _named_speaker(index: RecallIndex, *, query: str, speaker: str | None) -> str | None:
+    """The participant whose messages get the speaker prior: the explicit one, or the only
+    participant the query names (two named → none: the question is about both)."""
+    if speaker is not None:
+        return speaker.strip().casefold()
+    query_words = words(query)
+    named = [
+        participant
+        for participant in index.participants
+        if _contains(query_words, name_words(participant))
+    ]
+    return named[0] if len(named) == 1 else None
+
+
+def _contains(haystack: Sequence[str], needle: Sequence[str]) -> bool:
+    if not needle:
+        return False
+    width = len(needle)
+    return any(
+        tuple(haystack[start : start + width]) == tuple(needle)
+        for start in range(len(haystack) - width + 1)
+    )
+
+
+def _speaker_rows(index: RecallIndex, name: str) -> npt.NDArray[np.bool_]:
+    try:
+        number = index.speaker_names.index(name)
+    except ValueError:
+        return np.zeros(len(index), dtype=np.bool_)
+    return index.speaker_index == number
+
+
+def _date_boost(index: RecallIndex, targets: Sequence[DateTarget]) -> npt.NDArray[np.float64]:
+    """1 for messages near a named day or in a named month, 0.5 in a named year only; the best
+    of all targets."""
+    boost = np.zeros(len(index), dtype=np.float64)
+    dated = index.created_ordinal >= 0
+    for target in targets:
+        if target.month is None:
+            assert target.year is not None
+            boost = np.maximum(boost, 0.5 * (dated & (index.created_year == target.year)))
+            continue
+        same_month = dated & (index.created_month == target.month)
+        if target.year is not None:
+            same_month &= index.created_year == target.year
+        hit = same_month
+        if target.day is not None and target.year is not None:
+            day = date(target.year, target.month, target.day).toordinal()
+            hit = hit | (dated & (np.abs(index.created_ordinal - day) <= DATE_WINDOW_DAYS))
+        boost = np.maximum(boost, hit.astype(np.float64))
+    return boost
+
+
+def _top(
+    index: RecallIndex,
+    *,
+    scores: npt.NDArray[np.float64],
+    eligible: npt.NDArray[np.bool_],
+    top_k: int,
+    bm25: npt.NDArray[np.float32],
+    cosine: npt.NDArray[np.float32] | None,
+    semantic: npt.NDArray[np.bool_],
+    speaker: npt.NDArray[np.bool_],
+    date: npt.NDArray[np.bool_],
+    when: npt.NDArray[np.bool_],
+) -> list[Hit]:
+    rows = np.flatnonzero(eligible)
+    if rows.size == 0:
+        return []
+    candidate_scores = scores[rows]
+    if rows.size > top_k:
+        # Everything scoring at least the k-th best: ties at the cut must all be seen so that
+        # message order, not argpartition's whim, decides between them.
+        kth = np.partition(candidate_scores, rows.size - top_k)[rows.size - top_k]
+        keep = candidate_scores >= kth
+        rows, candidate_scores = rows[keep], candidate_scores[keep]
+    # Rows ascend (message order); a stable sort on the negated score keeps that order in ties.
+    order = np.argsort(-candidate_scores, kind="stable")[:top_k]
+    return [
+        Hit(
+            id=index.ids[row],
+            score=float(candidate_scores[position]),
+            lexical_score=float(bm25[row]),
+            dense_score=float(cosine[row]) if cosine is not None and semantic[row] else None,
+            signals=Signals(
+                lexical=bool(bm25[row] > 0),
+                semantic=bool(semantic[row]),
+                speaker=bool(speaker[row]),
+                date=bool(date[row]),
+                when=bool(when[row]),
+            ),
+        )
+        for position, row in ((int(p), int(rows[p])) for p in order)
+    ]
