@@ -11,7 +11,9 @@ class ImportedRecord(TenantOwnedModel):
     """`source_key` is a SHA-256 of the record's id in its source, not the id itself: source
     ids can name people (a memory's user and key), and this table outlives their erasure."""
 
-    source = models.CharField(max_length=32, help_text='The import format: "memoryhub", "seed000"…')
+    source = models.CharField(
+        max_length=32, help_text='The import format: "memoryhub", "basic-session"…'
+    )
     kind = models.CharField(max_length=32, help_text='"sessions", "facts", …')
     source_key = models.CharField(max_length=64, help_text="SHA-256 of the id in its source.")
     object_id = models.CharField(max_length=64, help_text="The row it became.")

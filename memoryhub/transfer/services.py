@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from memoryhub.accounts.models import AuditAction, EndUser, Tenant
+from memoryhub.accounts.models import Actor, AuditAction, EndUser, Tenant
 from memoryhub.accounts.services import audit_event_record
 
 
 def tenant_export_audit(
-    *, tenant: Tenant, end_user: EndUser | None, actor_type: str, actor: str, records: int
+    *, tenant: Tenant, end_user: EndUser | None, actor: Actor, records: int
 ) -> None:
     """An export takes everything out: who did it is kept, like a purge."""
     audit_event_record(
         tenant=tenant,
-        actor_type=actor_type,
         actor=actor,
         action=AuditAction.EXPORT,
         object_type="end_user" if end_user else "tenant",

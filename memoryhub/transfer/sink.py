@@ -135,7 +135,7 @@ def _aware(value: dt.datetime | None, *, what: str) -> dt.datetime | None:
 class ImportSink:
     """Writes one import's records into `tenant`; read the outcome from `report`.
 
-    `source` names the import format ("memoryhub", "seed000", ...): a source id is unique
+    `source` names the import format ("memoryhub", "basic-session", ...): a source id is unique
     within it, so the same file imported twice, or two files of one store, never duplicate.
     """
 
@@ -529,7 +529,7 @@ class ImportSink:
             )
         return fact.pk
 
-    # --- asynchronous work (seed 002) -----------------------------------------------------------
+    # --- asynchronous work: plans and task contexts ---------------------------------------------
     def plan(self, item: ImportedPlan) -> None:
         self._run(
             kind="plans",

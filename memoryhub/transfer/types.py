@@ -1,10 +1,11 @@
 """What an importer hands the sink: plain records, independent of where they were read from.
 
-Each format's reader (MemoryHub's own JSONL, seeds 000/001/003/004) turns its input into these,
-one session (with its messages, state and summaries) or one long-term item at a time, so an
-import streams: memory stays flat however large the input. `origin` names the file and line a
-record came from, for the report; `source_id` is the record's identity in its source, which
-makes a re-run of the same import add nothing.
+Each format's reader (MemoryHub's own JSONL, basic-session, PicoBot, bub, sclaw) turns its input
+into these, one session (with its messages, state and summaries) or one long-term item at a
+time, so an import streams: memory stays flat however large the input. `origin` names the file
+and line a record came from, for the report; `source_id` is the record's identity in its source,
+which makes a re-run of the same import add nothing. A record a reader cannot read is a Skipped
+(see formats/base.py).
 """
 
 from __future__ import annotations

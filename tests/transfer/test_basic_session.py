@@ -1,6 +1,6 @@
-"""Seed 000's `memory/` directory (sessions.json + sessions/{uuid}/kv.json + transcript.md)
-through `manage.py import_memory --format seed000`: what lands, what a re-run and a dry run do,
-and every broken file reported with its file and line while the rest comes in."""
+"""basic-session's `memory/` directory (sessions.json + sessions/{uuid}/kv.json + transcript.md)
+through `manage.py import_memory --format basic-session`: what lands, what a re-run and a dry run
+do, and every broken file reported with its file and line while the rest comes in."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from django.core.management import call_command
 
 from facts_app.models import Fact, Note, UserMemory
 from memoryhub.accounts.models import Tenant
-from memoryhub.transfer.formats import seed000
+from memoryhub.transfer.formats import basic_session
 from memoryhub.transfer.types import ImportedSession, Skipped
 from sessions_app.models import Message, Session, StateEntry, Summary
 
-FIXTURES = Path(__file__).parent / "fixtures" / "seed000"
+FIXTURES = Path(__file__).parent / "fixtures" / "basic_session"
 UTC = dt.UTC
 
 A = "019638ff-a440-7c21-a29f-6fbed82c07cd"
@@ -29,7 +29,7 @@ C = "0196441e-ee80-782f-b728-b4fa42485e3a"
 
 def run_import(path: Path, *, tenant: Tenant, dry_run: bool = False) -> list[str]:
     out = io.StringIO()
-    options = ["--tenant", tenant.slug, "--format", "seed000", "--no-progress"]
+    options = ["--tenant", tenant.slug, "--format", "basic-session", "--no-progress"]
     if dry_run:
         options.append("--dry-run")
     call_command("import_memory", str(path), *options, stdout=out)
@@ -336,14 +336,14 @@ def described(items: Iterator[object]) -> list[object]:
 
 @pytest.mark.parametrize("store", ["good", "truncated_index", "bad_kv", "index_problems"])
 def test_json_read_a_few_characters_at_a_time_reads_the_same(monkeypatch, store):
-    whole = described(seed000.read(FIXTURES / store))
-    monkeypatch.setattr(seed000, "JSON_CHUNK_CHARS", 3)
+    whole = described(basic_session.read(FIXTURES / store))
+    monkeypatch.setattr(basic_session, "JSON_CHUNK_CHARS", 3)
 
-    assert described(seed000.read(FIXTURES / store)) == whole
+    assert described(basic_session.read(FIXTURES / store)) == whole
 
 
 def test_messages_are_read_from_the_transcript_as_they_are_stored():
-    first = next(seed000.read(FIXTURES / "good"))
+    first = next(basic_session.read(FIXTURES / "good"))
 
     assert isinstance(first, ImportedSession)
     assert isinstance(first.messages, Iterator)  # a generator over the file, not a list

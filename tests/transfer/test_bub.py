@@ -1,5 +1,5 @@
-"""Seed 003: a bub tape (append-only JSONL with anchor-delimited memory zones) imported through
-`manage.py import_memory --format seed003`, from fixtures written after the seed's description."""
+"""A bub tape (append-only JSONL with anchor-delimited memory zones) imported through
+`manage.py import_memory --format bub`, from fixtures written after the seed's description."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from django.core.management import call_command
 
 from facts_app.models import Note
 from memoryhub.accounts.models import EndUser, Tenant
-from memoryhub.transfer.formats.seed003 import read, tape_name_for
+from memoryhub.transfer.formats.bub import read, tape_name_for
 from memoryhub.transfer.types import ImportedSession
 from sessions_app.models import Message, Session, StateEntry, Summary
 
-FIXTURES = Path(__file__).parent / "fixtures" / "seed003"
+FIXTURES = Path(__file__).parent / "fixtures" / "bub"
 GOOD = FIXTURES / "good"
 BROKEN = FIXTURES / "broken"
 TELEGRAM_TAPE = "5d41402abc4b2a76b9719d911017c592__telegram%3A4242.jsonl"
@@ -34,7 +34,7 @@ def import_seed003(path: Path, tenant: Tenant, *flags: str) -> list[str]:
         "--tenant",
         tenant.slug,
         "--format",
-        "seed003",
+        "bub",
         "--no-progress",
         *flags,
         stdout=out,

@@ -1,5 +1,5 @@
-"""Importing PicoBot's store (seed 001): its sessions.json snapshot, its SQLite database, or both
-in its data directory, through `manage.py import_memory --format seed001`."""
+"""Importing PicoBot's store: its sessions.json snapshot, its SQLite database, or both
+in its data directory, through `manage.py import_memory --format picobot`."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from django.core.management import call_command
 from facts_app.models import UserMemory
 from memoryhub.accounts.models import EndUser, Tenant
 from memoryhub.core.tokens import count_tokens
-from memoryhub.transfer.formats import seed001
+from memoryhub.transfer.formats import picobot
 from memoryhub.transfer.models import ImportedRecord
 from sessions_app.models import Message, Session, StateEntry, Summary
 
-FIXTURES = Path(__file__).parent / "fixtures" / "seed001"
+FIXTURES = Path(__file__).parent / "fixtures" / "picobot"
 WHATSAPP = "whatsapp:4915112345678@s.whatsapp.net"
 # The session both the snapshot and the database hold (the snapshot's copy is older).
 SHARED_ID = "4f1e6c1a-2b7d-4c59-9a3e-0d5b8e7f1a21"
@@ -48,7 +48,7 @@ def run_import(path: Path, *, tenant: str = "acme", dry_run: bool = False) -> li
         "--tenant",
         tenant,
         "--format",
-        "seed001",
+        "picobot",
         "--no-progress",
         *options,
         stdout=out,
@@ -422,7 +422,7 @@ def test_a_directory_without_a_store_is_reported(tenant, tmp_path):
 @pytest.mark.parametrize("name", ["good/sessions.json", "broken.json", "truncated.json"])
 def test_the_snapshot_reads_the_same_in_chunks_of_any_size(db, monkeypatch, name, chunk_chars):
     # Escapes, quotes and brackets split across chunk boundaries must not change what is read.
-    whole = list(seed001.read(FIXTURES / name))
-    monkeypatch.setattr(seed001, "SNAPSHOT_CHUNK_CHARS", chunk_chars)
+    whole = list(picobot.read(FIXTURES / name))
+    monkeypatch.setattr(picobot, "SNAPSHOT_CHUNK_CHARS", chunk_chars)
 
-    assert list(seed001.read(FIXTURES / name)) == whole
+    assert list(picobot.read(FIXTURES / name)) == whole

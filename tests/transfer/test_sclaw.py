@@ -1,6 +1,6 @@
-"""Seed 004: importing an sclaw `memory.db` through `manage.py import_memory --format seed004`.
+"""Importing an sclaw `memory.db` through `manage.py import_memory --format sclaw`.
 
-Each store is built in tmp_path from sclaw's own schema (fixtures/seed004/schema.sql) and one
+Each store is built in tmp_path from sclaw's own schema (fixtures/sclaw/schema.sql) and one
 data file of that directory, so what a test reads is plain SQL next to it.
 """
 
@@ -17,12 +17,12 @@ from django.core.management import call_command
 
 from facts_app.models import Fact
 from memoryhub.accounts.models import EndUser, Tenant
-from memoryhub.transfer.formats.seed004 import read
+from memoryhub.transfer.formats.sclaw import read
 from memoryhub.transfer.models import ImportedRecord
 from memoryhub.transfer.types import ImportedSession
 from sessions_app.models import Message, Session, StateEntry, Summary
 
-FIXTURES = Path(__file__).parent / "fixtures" / "seed004"
+FIXTURES = Path(__file__).parent / "fixtures" / "sclaw"
 UTC = dt.UTC
 
 
@@ -53,7 +53,7 @@ def import_memory(*, path: Path, tenant: Tenant, dry_run: bool = False) -> list[
         "--tenant",
         tenant.slug,
         "--format",
-        "seed004",
+        "sclaw",
         "--no-progress",
         *options,
         stdout=out,

@@ -1,5 +1,5 @@
-"""Reads seed 000's store: a bot identity's `memory/` directory, as MemorySystem and its
-BasicSessionStore write it.
+"""Reads basic-session's store: a bot identity's `memory/` directory, as MemorySystem and its
+BasicSessionStore write it (format: /shared/seeds 000, basic-session).
 
     memory/sessions.json                 {"sessions": [{"id", "agent_id", "store_types",
                                                         "created_at"}]}
@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from memoryhub.transfer.formats.base import parse_time
 from memoryhub.transfer.sink import RecordRejected
 from memoryhub.transfer.types import (
     ImportedMessage,
@@ -90,12 +91,8 @@ KNOWN_ROLES = tuple(MessageRole.values)
 PROBLEMS_LISTED_MAX = 3
 _JSON_WHITESPACE = re.compile(r"[ \t\r\n]*")
 _UNIX_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
-
-@dataclass(frozen=True)
-class _Problem:
-    origin: Origin
-    reason: str
+# A session comes in whole or not at all, so every problem, of any file, is a skipped session.
+SKIPPED_KIND = "sessions"
 
 
 @dataclass(frozen=True)
@@ -232,31 +229,24 @@ def _list_members(*, handle: IO[str], list_key: str) -> Iterator[tuple[int, Any]
         stream.expect(",", what="',' or '}' after a field")
 
 
-def _json_list(*, file: Path, label: str, list_key: str) -> Iterator[tuple[Origin, Any] | _Problem]:
-    """The members of `file`'s `list_key` list with their origins; a _Problem, last, if the file
+def _json_list(*, file: Path, label: str, list_key: str) -> Iterator[tuple[Origin, Any] | Skipped]:
+    """The members of `file`'s `list_key` list with their origins; a Skipped, last, if the file
     cannot be read to the end of that list."""
     try:
         with file.open(encoding="utf-8") as handle:
             for line, member in _list_members(handle=handle, list_key=list_key):
                 yield Origin(label, line), member
     except _BrokenJson as broken:
-        yield _Problem(Origin(label, broken.line), broken.reason)
+        yield Skipped(kind=SKIPPED_KIND, origin=Origin(label, broken.line), reason=broken.reason)
     except UnicodeDecodeError:
-        yield _Problem(Origin(label), "is not UTF-8 text.")
+        yield Skipped(kind=SKIPPED_KIND, origin=Origin(label), reason="is not UTF-8 text.")
     except OSError as error:
-        yield _Problem(Origin(label), f"cannot be read: {error.strerror}.")
+        yield Skipped(
+            kind=SKIPPED_KIND, origin=Origin(label), reason=f"cannot be read: {error.strerror}."
+        )
 
 
 # --- values --------------------------------------------------------------------------------------
-def _time(text: str) -> dt.datetime | None:
-    """An ISO 8601 time, aware (UTC when it has no offset); None if it is not one."""
-    try:
-        parsed = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
-
-
 def _uuid7_time(session_id: str) -> dt.datetime | None:
     """The creation time a UUIDv7 carries in its first 48 bits (Unix milliseconds)."""
     value = uuid.UUID(session_id)
@@ -289,12 +279,20 @@ def _shown(value: Any) -> str:
 
 
 # --- sessions.json -------------------------------------------------------------------------------
-def _listed_session(*, member: Any, origin: Origin) -> _ListedSession | _Problem:
+def _listed_session(*, member: Any, origin: Origin) -> _ListedSession | Skipped:
     if not isinstance(member, dict):
-        return _Problem(origin, f"a session entry is {_json_type(member)}, not an object.")
+        return Skipped(
+            kind=SKIPPED_KIND,
+            origin=origin,
+            reason=f"a session entry is {_json_type(member)}, not an object.",
+        )
     session_id = member.get("id")
     if not isinstance(session_id, str) or not SESSION_UUID.fullmatch(session_id):
-        return _Problem(origin, f"the entry's id {_shown(session_id)} is not a session UUID.")
+        return Skipped(
+            kind=SKIPPED_KIND,
+            origin=origin,
+            reason=f"the entry's id {_shown(session_id)} is not a session UUID.",
+        )
     reasons: list[str] = []
     agent_id = member.get("agent_id", "")
     if not isinstance(agent_id, str):
@@ -305,11 +303,13 @@ def _listed_session(*, member: Any, origin: Origin) -> _ListedSession | _Problem
     created_at = None
     raw_created_at = member.get("created_at")
     if raw_created_at is not None:
-        created_at = _time(raw_created_at) if isinstance(raw_created_at, str) else None
+        created_at = parse_time(text=raw_created_at) if isinstance(raw_created_at, str) else None
         if created_at is None:
             reasons.append(f"created_at {_shown(raw_created_at)} is not an ISO 8601 time")
     if reasons:
-        return _Problem(origin, f"session {session_id}: {'; '.join(reasons)}.")
+        return Skipped(
+            kind=SKIPPED_KIND, origin=origin, reason=f"session {session_id}: {'; '.join(reasons)}."
+        )
     return _ListedSession(
         session_id=session_id,
         origin=origin,
@@ -322,20 +322,26 @@ def _listed_session(*, member: Any, origin: Origin) -> _ListedSession | _Problem
 # --- kv.json -------------------------------------------------------------------------------------
 def _state(
     *, file: Path, label: str
-) -> tuple[list[ImportedStateEntry], list[dt.datetime], list[_Problem]]:
+) -> tuple[list[ImportedStateEntry], list[dt.datetime], list[Skipped]]:
     """The state entries oldest first, their times, and what could not be read."""
     if not file.exists():
         return [], [], []
     entries: dict[str, ImportedStateEntry] = {}  # in order; a key seen again moves to the end
     times: list[dt.datetime] = []
-    problems: list[_Problem] = []
+    problems: list[Skipped] = []
     for found in _json_list(file=file, label=label, list_key="entries"):
-        if isinstance(found, _Problem):
+        if isinstance(found, Skipped):
             problems.append(found)
             continue
         origin, member = found
         if not isinstance(member, dict):
-            problems.append(_Problem(origin, f"an entry is {_json_type(member)}, not an object."))
+            problems.append(
+                Skipped(
+                    kind=SKIPPED_KIND,
+                    origin=origin,
+                    reason=f"an entry is {_json_type(member)}, not an object.",
+                )
+            )
             continue
         reasons: list[str] = []
         key, value, stamp = member.get("key"), member.get("value"), member.get("ts")
@@ -344,13 +350,15 @@ def _state(
         if not isinstance(value, str):
             reasons.append(f"the value is {_json_type(value)}, not a string")
         if stamp is not None:
-            time = _time(stamp) if isinstance(stamp, str) else None
+            time = parse_time(text=stamp) if isinstance(stamp, str) else None
             if time is None:
                 reasons.append(f"ts {_shown(stamp)} is not an ISO 8601 time")
             else:
                 times.append(time)
         if reasons:
-            problems.append(_Problem(origin, f"{'; '.join(reasons)}."))
+            problems.append(
+                Skipped(kind=SKIPPED_KIND, origin=origin, reason=f"{'; '.join(reasons)}.")
+            )
             continue
         assert isinstance(key, str)
         entries.pop(key, None)
@@ -370,13 +378,13 @@ def _header(*, line: str) -> tuple[str, dt.datetime] | str:
             f"the header {_shown(line)} has the role {role!r}; MemoryHub knows "
             f"{', '.join(KNOWN_ROLES)}."
         )
-    time = _time(stamp)
+    time = parse_time(text=stamp)
     if time is None:
         return f"the header {_shown(line)} has {stamp!r}, which is not an ISO 8601 time."
     return role, time
 
 
-def _transcript(*, file: Path, label: str) -> Iterator[_TranscriptEntry | _Problem]:
+def _transcript(*, file: Path, label: str) -> Iterator[_TranscriptEntry | Skipped]:
     """The entries of transcript.md and its problems, in file order, one entry held at a time."""
     if not file.exists():
         return
@@ -392,7 +400,9 @@ def _transcript(*, file: Path, label: str) -> Iterator[_TranscriptEntry | _Probl
                     # a line.
                     line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
                 except UnicodeDecodeError:
-                    yield _Problem(Origin(label, number), "is not UTF-8 text.")
+                    yield Skipped(
+                        kind=SKIPPED_KIND, origin=Origin(label, number), reason="is not UTF-8 text."
+                    )
                     continue
                 if line.startswith(HEADER_PREFIX):
                     if current is not None:
@@ -400,20 +410,25 @@ def _transcript(*, file: Path, label: str) -> Iterator[_TranscriptEntry | _Probl
                     current, body, stray_reported = None, [], True
                     parsed = _header(line=line)
                     if isinstance(parsed, str):
-                        yield _Problem(Origin(label, number), parsed)
+                        yield Skipped(
+                            kind=SKIPPED_KIND, origin=Origin(label, number), reason=parsed
+                        )
                     else:
                         current = (number, *parsed)
                 elif current is not None:
                     body.append(line)
                 elif line.strip() and not stray_reported:
                     stray_reported = True
-                    yield _Problem(
-                        Origin(label, number),
-                        f"text before the first '{HEADER_PREFIX}{{role}}{HEADER_SEPARATOR}"
+                    yield Skipped(
+                        kind=SKIPPED_KIND,
+                        origin=Origin(label, number),
+                        reason=f"text before the first '{HEADER_PREFIX}{{role}}{HEADER_SEPARATOR}"
                         "{timestamp}' header belongs to no message.",
                     )
     except OSError as error:
-        yield _Problem(Origin(label), f"cannot be read: {error.strerror}.")
+        yield Skipped(
+            kind=SKIPPED_KIND, origin=Origin(label), reason=f"cannot be read: {error.strerror}."
+        )
         return
     if current is not None:
         yield _TranscriptEntry(*current, content="\n".join(body).strip())
@@ -421,13 +436,13 @@ def _transcript(*, file: Path, label: str) -> Iterator[_TranscriptEntry | _Probl
 
 def _check_transcript(
     *, file: Path, label: str
-) -> tuple[dt.datetime | None, dt.datetime | None, list[_Problem]]:
+) -> tuple[dt.datetime | None, dt.datetime | None, list[Skipped]]:
     """The transcript's earliest and latest times, and its problems (contents are not kept)."""
     earliest: dt.datetime | None = None
     latest: dt.datetime | None = None
-    problems: list[_Problem] = []
+    problems: list[Skipped] = []
     for found in _transcript(file=file, label=label):
-        if isinstance(found, _Problem):
+        if isinstance(found, Skipped):
             problems.append(found)
             continue
         earliest = found.created_at if earliest is None else min(earliest, found.created_at)
@@ -439,7 +454,7 @@ def _messages(*, file: Path, label: str) -> Iterator[ImportedMessage]:
     """The transcript's messages, read as the sink stores them (checked before, by
     _check_transcript; a file that changed since is refused rather than half imported)."""
     for found in _transcript(file=file, label=label):
-        if isinstance(found, _Problem):
+        if isinstance(found, Skipped):
             raise RecordRejected(f"{found.origin}: {found.reason} (changed during the import)")
         yield ImportedMessage(
             role=found.role,
@@ -449,14 +464,14 @@ def _messages(*, file: Path, label: str) -> Iterator[ImportedMessage]:
 
 
 # --- a session -----------------------------------------------------------------------------------
-def _session_skipped(problems: list[_Problem]) -> Skipped:
+def _session_skipped(problems: list[Skipped]) -> Skipped:
     first, *others = problems
     reason = first.reason
     if others:
         listed = "; ".join(f"{p.origin}: {p.reason}" for p in others[:PROBLEMS_LISTED_MAX])
         unlisted = len(others) - PROBLEMS_LISTED_MAX
         reason += f" Also {listed}" + (f"; and {unlisted} more." if unlisted > 0 else "")
-    return Skipped(kind="sessions", origin=first.origin, reason=reason)
+    return Skipped(kind=SKIPPED_KIND, origin=first.origin, reason=reason)
 
 
 def _session(
@@ -510,7 +525,7 @@ def read(path: Path) -> Iterator[Item]:
     memory_dir = _memory_dir(path)
     if memory_dir is None:
         yield Skipped(
-            kind="sessions",
+            kind=SKIPPED_KIND,
             origin=Origin(str(path)),
             reason="not a seed000 memory directory: no sessions.json or sessions/ in it or in "
             "its memory/.",
@@ -525,10 +540,10 @@ def read(path: Path) -> Iterator[Item]:
     index = memory_dir / "sessions.json"
     if index.is_file():
         for found in _json_list(file=index, label=index_label, list_key="sessions"):
-            if isinstance(found, _Problem):
+            if isinstance(found, Skipped):
                 index_broken_at = found.origin
                 yield Skipped(
-                    kind="sessions",
+                    kind=SKIPPED_KIND,
                     origin=found.origin,
                     reason=f"{found.reason} The sessions listed after this point cannot be read.",
                 )
@@ -539,19 +554,19 @@ def read(path: Path) -> Iterator[Item]:
             if isinstance(member_id, str) and SESSION_UUID.fullmatch(member_id):
                 if member_id in listed:
                     yield Skipped(
-                        kind="sessions",
+                        kind=SKIPPED_KIND,
                         origin=origin,
                         reason=f"session {member_id} is listed again (first on line "
                         f"{listed[member_id]}); this entry is ignored.",
                     )
                     continue
                 listed[member_id] = origin.line
-            if isinstance(entry, _Problem):
-                yield Skipped(kind="sessions", origin=entry.origin, reason=entry.reason)
+            if isinstance(entry, Skipped):
+                yield entry
                 continue
             if not (memory_dir / "sessions" / entry.session_id).is_dir():
                 yield Skipped(
-                    kind="sessions",
+                    kind=SKIPPED_KIND,
                     origin=origin,
                     reason=f"sessions/{entry.session_id}/ does not exist: the session has no "
                     "state or transcript to import.",
@@ -586,7 +601,7 @@ def _unlisted(
         origin = Origin(f"{label}/sessions/{name}")
         if not SESSION_UUID.fullmatch(name) or not (sessions_dir / name).is_dir():
             yield Skipped(
-                kind="sessions",
+                kind=SKIPPED_KIND,
                 origin=origin,
                 reason="not a session directory: sessions/ holds one directory per session, "
                 "named by its UUID.",
@@ -595,7 +610,7 @@ def _unlisted(
             # Imported now, it would lack its agent id and creation time for good (a re-run
             # finds it already there); once the index is repaired it comes in whole.
             yield Skipped(
-                kind="sessions",
+                kind=SKIPPED_KIND,
                 origin=origin,
                 reason=f"not in the readable part of sessions.json; repair it at "
                 f"{index_broken_at} and import again.",

@@ -1,4 +1,5 @@
-"""Seed 003: a bub tape, the append-only JSON Lines file that holds a chat and its memory zone.
+"""Bub's tape, the append-only JSON Lines file that holds a chat and its memory zone (format:
+/shared/seeds 003, Bub).
 
 PATH is one tape (`<workspace md5>__<quoted tape name>.jsonl`, or any `*.jsonl`) or a directory
 of them (bub's `~/.bub/tapes/`; `*.jsonl` only, so `tape.archive()` backups, `.jsonl.<stamp>.bak`,
@@ -72,6 +73,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from memoryhub.transfer.formats.base import Unreadable, parse_time, required_time, skipped
 from memoryhub.transfer.types import (
     ImportedMessage,
     ImportedNote,
@@ -99,10 +101,6 @@ TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 RUNTIME_EVENT_NAMES_SHOWN = 5
 # bub names a tape file `<md5 of the workspace path>__<url-quoted tape name>.jsonl`.
 BUB_TAPE_FILE_NAME = re.compile(r"[0-9a-f]{32}__(?P<tape>.+)")
-
-
-class _Unreadable(Exception):
-    """A line or a part of an entry that cannot be imported; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -194,8 +192,8 @@ def _read_tape(*, tape_path: Path) -> Iterator[Item]:
         end_of_file = offset + len(raw)
         try:
             entry = _parse_entry(raw=raw, line=line, offset=offset)
-        except _Unreadable as error:
-            yield Skipped(kind="entries", origin=Origin(file_label, line), reason=str(error))
+        except Unreadable as error:
+            yield skipped(kind="entries", origin=Origin(file_label, line), error=error)
             continue
         if entry is None:
             continue
@@ -273,8 +271,8 @@ def _read_tape(*, tape_path: Path) -> Iterator[Item]:
                 draft = begin_session(entry=entry, start_state=None)
             try:
                 draft.message_count += len(conversation.messages_for(entry))
-            except _Unreadable as error:
-                yield Skipped(kind="entries", origin=origin, reason=str(error))
+            except Unreadable as error:
+                yield skipped(kind="entries", origin=origin, error=error)
                 continue
 
         else:
@@ -325,38 +323,38 @@ def _tape_lines(
 
 
 def _parse_entry(*, raw: bytes, line: int, offset: int) -> _Entry | None:
-    """The entry on one line (None for a blank line), or _Unreadable saying what is wrong."""
+    """The entry on one line (None for a blank line), or Unreadable saying what is wrong."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise _Unreadable(f"not UTF-8 (byte {error.start}).") from None
+        raise Unreadable(f"not UTF-8 (byte {error.start}).") from None
     text = text.strip()
     if not text:
         return None
     try:
         record = json.loads(text)
     except json.JSONDecodeError as error:
-        raise _Unreadable(
+        raise Unreadable(
             f"not valid JSON, truncated or damaged: {error.msg} (column {error.colno})."
         ) from None
     if not isinstance(record, dict):
-        raise _Unreadable(f"a tape entry must be a JSON object, not {_json_type(record)}.")
+        raise Unreadable(f"a tape entry must be a JSON object, not {_json_type(record)}.")
     entry_id, kind, payload = record.get("id"), record.get("kind"), record.get("payload")
     if not isinstance(entry_id, int) or isinstance(entry_id, bool):
-        raise _Unreadable(f"`id` must be an integer, not {_json_type(entry_id)}.")
+        raise Unreadable(f"`id` must be an integer, not {_json_type(entry_id)}.")
     if not isinstance(kind, str):
-        raise _Unreadable(f"`kind` must be a string, not {_json_type(kind)}.")
+        raise Unreadable(f"`kind` must be a string, not {_json_type(kind)}.")
     if not isinstance(payload, dict):
-        raise _Unreadable(f"`payload` must be an object, not {_json_type(payload)}.")
+        raise Unreadable(f"`payload` must be an object, not {_json_type(payload)}.")
     date = record.get("date")
     if date is not None and not isinstance(date, str):
-        raise _Unreadable(f"`date` must be an ISO 8601 string, not {_json_type(date)}.")
+        raise Unreadable(f"`date` must be an ISO 8601 string, not {_json_type(date)}.")
     if kind in ("anchor", "event"):
         name = payload.get("name")
         if not isinstance(name, str) or not name:
-            raise _Unreadable(f"{kind} `payload.name` must be a non-empty string.")
+            raise Unreadable(f"{kind} `payload.name` must be a non-empty string.")
     if kind == "anchor" and not isinstance(payload.get("state", {}), dict | None):
-        raise _Unreadable(
+        raise Unreadable(
             f"anchor `payload.state` must be an object, not {_json_type(payload['state'])}."
         )
     return _Entry(
@@ -365,7 +363,7 @@ def _parse_entry(*, raw: bytes, line: int, offset: int) -> _Entry | None:
         entry_id=entry_id,
         kind=kind,
         payload=payload,
-        date=_timestamp(date, what="`date`") if date is not None else None,
+        date=required_time(text=date, what="`date`") if date is not None else None,
     )
 
 
@@ -379,15 +377,6 @@ def _json_type(value: Any) -> str:
     return "a number"
 
 
-def _timestamp(value: str, *, what: str) -> dt.datetime:
-    """An ISO 8601 time; naive ones are UTC (bub writes UTC with an offset)."""
-    try:
-        parsed = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise _Unreadable(f"{what} {value!r} is not an ISO 8601 time.") from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
-
-
 def _clock_reading(entry: _Entry) -> dt.datetime | None:
     """The time the tape recorded at this entry, if any: its own `date`, or a memory event's
     `updated_at` (written at the moment the event was appended)."""
@@ -397,10 +386,8 @@ def _clock_reading(entry: _Entry) -> dt.datetime | None:
         data = entry.payload.get("data")
         updated_at = data.get("updated_at") if isinstance(data, dict) else None
         if isinstance(updated_at, str):
-            try:
-                return _timestamp(updated_at, what="updated_at")
-            except _Unreadable:
-                return None  # reported with the zone's problems if that zone wins
+            # None if it is not a time: reported with the zone's problems if that zone wins.
+            return parse_time(text=updated_at)
     return None
 
 
@@ -460,15 +447,17 @@ def _keep_memory_event(*, zone: _Zone, name: str, entry: _Entry, origin: Origin)
     data = entry.payload.get("data")
     try:
         if not isinstance(data, dict):
-            raise _Unreadable("`data` must be an object")
+            raise Unreadable("`data` must be an object")
         content, updated_at = data.get("content"), data.get("updated_at")
         if not isinstance(content, str):
-            raise _Unreadable(f"`data.content` must be a string, not {_json_type(content)}")
+            raise Unreadable(f"`data.content` must be a string, not {_json_type(content)}")
         if updated_at is not None and not isinstance(updated_at, str):
-            raise _Unreadable(f"`data.updated_at` must be a string, not {_json_type(updated_at)}")
+            raise Unreadable(f"`data.updated_at` must be a string, not {_json_type(updated_at)}")
         text = _NoteText(
             content=content,
-            updated_at=_timestamp(updated_at, what="`data.updated_at`") if updated_at else None,
+            updated_at=required_time(text=updated_at, what="`data.updated_at`")
+            if updated_at
+            else None,
         )
         if name == LONG_TERM_EVENT:
             zone.long_term = text
@@ -479,9 +468,9 @@ def _keep_memory_event(*, zone: _Zone, name: str, entry: _Entry, origin: Origin)
         except ValueError:
             parsed_day = None
         if parsed_day is None:
-            raise _Unreadable(f"`data.date` {day!r} is not a YYYY-MM-DD date")
+            raise Unreadable(f"`data.date` {day!r} is not a YYYY-MM-DD date")
         zone.dailies[parsed_day] = text
-    except _Unreadable as error:
+    except Unreadable as error:
         zone.problems.append(
             Skipped(
                 kind="notes",
@@ -541,7 +530,7 @@ def _session_messages(*, tape_path: Path, draft: _SessionDraft) -> Iterator[Impo
             return
         try:
             entry = _parse_entry(raw=raw, line=line, offset=offset)
-        except _Unreadable:
+        except Unreadable:
             continue
         if entry is None:
             continue
@@ -549,7 +538,7 @@ def _session_messages(*, tape_path: Path, draft: _SessionDraft) -> Iterator[Impo
         if entry.kind in CONVERSATION_KINDS:
             try:
                 yield from conversation.messages_for(entry)
-            except _Unreadable:
+            except Unreadable:
                 continue
 
 
@@ -571,7 +560,7 @@ class _Conversation:
         if entry.kind == "system":
             content = payload.get("content")
             if not isinstance(content, str):
-                raise _Unreadable(f"system `content` must be a string, not {_json_type(content)}.")
+                raise Unreadable(f"system `content` must be a string, not {_json_type(content)}.")
             return [self._message(role="system", content=content, metadata=metadata)]
         if entry.kind == "tool_call":
             calls = _tool_calls(payload.get("calls"), what="`calls`")
@@ -580,7 +569,7 @@ class _Conversation:
         if entry.kind == "tool_result":
             results = payload.get("results")
             if not isinstance(results, list):
-                raise _Unreadable(f"`results` must be an array, not {_json_type(results)}.")
+                raise Unreadable(f"`results` must be an array, not {_json_type(results)}.")
             messages = []
             for position, result in enumerate(results):
                 call = self._pending_calls[position] if position < len(self._pending_calls) else {}
@@ -605,7 +594,7 @@ class _Conversation:
     ) -> ImportedMessage:
         role = payload.get("role")
         if role not in MESSAGE_ROLES:
-            raise _Unreadable(f"message role {role!r} is not one of {', '.join(MESSAGE_ROLES)}.")
+            raise Unreadable(f"message role {role!r} is not one of {', '.join(MESSAGE_ROLES)}.")
         content = payload.get("content")
         if isinstance(content, list):
             texts, omitted = _text_parts(content)
@@ -615,16 +604,14 @@ class _Conversation:
         elif content is None:
             content = ""
         elif not isinstance(content, str):
-            raise _Unreadable(
+            raise Unreadable(
                 f"message `content` must be a string, an array of parts or null, "
                 f"not {_json_type(content)}."
             )
         for optional in ("name", "tool_call_id"):
             value = payload.get(optional)
             if value is not None and not isinstance(value, str):
-                raise _Unreadable(
-                    f"message `{optional}` must be a string, not {_json_type(value)}."
-                )
+                raise Unreadable(f"message `{optional}` must be a string, not {_json_type(value)}.")
         tool_calls = payload.get("tool_calls")
         calls = _tool_calls(tool_calls, what="`tool_calls`") if tool_calls is not None else None
         if calls:
@@ -662,11 +649,11 @@ class _Conversation:
 def _tool_calls(value: Any, *, what: str) -> list[dict[str, Any]]:
     """OpenAI-style calls, each an object with `function.name`; anything else is unreadable."""
     if not isinstance(value, list):
-        raise _Unreadable(f"{what} must be an array, not {_json_type(value)}.")
+        raise Unreadable(f"{what} must be an array, not {_json_type(value)}.")
     for position, call in enumerate(value, start=1):
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise _Unreadable(f"tool call {position} in {what} has no `function.name`.")
+            raise Unreadable(f"tool call {position} in {what} has no `function.name`.")
     return value
 
 

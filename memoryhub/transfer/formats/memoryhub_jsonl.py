@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memoryhub.transfer.export import EXPORT_FORMAT, EXPORT_SCHEMA_VERSION
+from memoryhub.transfer.formats.base import Unreadable, required_time, skipped
 from memoryhub.transfer.sink import RecordRejected
 from memoryhub.transfer.types import (
     ImportedEndUser,
@@ -40,10 +41,6 @@ from memoryhub.transfer.types import (
 _SESSION_CHILDREN = ("state", "summary")
 
 
-class _BadLine(Exception):
-    pass
-
-
 def _open(path: Path) -> IO[str]:
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8")
@@ -54,11 +51,8 @@ def _time(value: Any, *, field: str) -> dt.datetime | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise _BadLine(f"{field} is not a timestamp string.")
-    try:
-        return dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise _BadLine(f"{field} {value!r} is not an ISO 8601 timestamp.") from None
+        raise Unreadable(f"{field} is not a timestamp string.")
+    return required_time(text=value, what=field)
 
 
 def _date(value: Any, *, field: str) -> dt.date | None:
@@ -67,7 +61,7 @@ def _date(value: Any, *, field: str) -> dt.date | None:
     try:
         return dt.date.fromisoformat(value)
     except (TypeError, ValueError):
-        raise _BadLine(f"{field} {value!r} is not a date.") from None
+        raise Unreadable(f"{field} {value!r} is not a date.") from None
 
 
 def _get(
@@ -75,11 +69,11 @@ def _get(
 ) -> Any:
     if name not in record or record[name] is None:
         if default is ...:
-            raise _BadLine(f"{name} is missing.")
+            raise Unreadable(f"{name} is missing.")
         return default
     value = record[name]
     if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _as_tuple(kind)):
-        raise _BadLine(f"{name} has the wrong type ({type(value).__name__}).")
+        raise Unreadable(f"{name} has the wrong type ({type(value).__name__}).")
     return value
 
 
@@ -89,14 +83,14 @@ def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 
 class _Lines:
     """(origin, record) pairs with one of look-ahead; a line that is not a JSON object comes
-    back as (origin, _BadLine)."""
+    back as (origin, Unreadable)."""
 
     def __init__(self, path: Path, lines: Iterator[str]) -> None:
         self._path = str(path)
         self._lines = enumerate(lines, start=1)
-        self._peeked: tuple[Origin, dict[str, Any] | _BadLine] | None = None
+        self._peeked: tuple[Origin, dict[str, Any] | Unreadable] | None = None
 
-    def _read(self) -> tuple[Origin, dict[str, Any] | _BadLine] | None:
+    def _read(self) -> tuple[Origin, dict[str, Any] | Unreadable] | None:
         for number, line in self._lines:
             if not line.strip():
                 continue
@@ -104,32 +98,32 @@ class _Lines:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
-                return origin, _BadLine(f"not JSON ({error.msg} at column {error.colno}).")
+                return origin, Unreadable(f"not JSON ({error.msg} at column {error.colno}).")
             if not isinstance(record, dict) or not isinstance(record.get("type"), str):
-                return origin, _BadLine("not a record: a JSON object with a 'type' is expected.")
+                return origin, Unreadable("not a record: a JSON object with a 'type' is expected.")
             return origin, record
         return None
 
-    def peek(self) -> tuple[Origin, dict[str, Any] | _BadLine] | None:
+    def peek(self) -> tuple[Origin, dict[str, Any] | Unreadable] | None:
         if self._peeked is None:
             self._peeked = self._read()
         return self._peeked
 
-    def next(self) -> tuple[Origin, dict[str, Any] | _BadLine] | None:
+    def next(self) -> tuple[Origin, dict[str, Any] | Unreadable] | None:
         found = self.peek()
         self._peeked = None
         return found
 
     def next_if_child_of(
         self, session_id: str, types: tuple[str, ...]
-    ) -> tuple[Origin, dict[str, Any] | _BadLine] | None:
+    ) -> tuple[Origin, dict[str, Any] | Unreadable] | None:
         """The next line if it belongs to this session and is of `types` (a broken line between
         a session's records is taken as the session's: it cannot say otherwise)."""
         found = self.peek()
         if found is None:
             return None
         _, record = found
-        if isinstance(record, _BadLine) or (
+        if isinstance(record, Unreadable) or (
             record["type"] in types and record.get("session_id") == session_id
         ):
             return self.next()
@@ -173,8 +167,8 @@ def _read_lines(lines: _Lines) -> Iterator[Item]:
         return
     while (found := lines.next()) is not None:
         origin, record = found
-        if isinstance(record, _BadLine):
-            yield Skipped(kind="records", origin=origin, reason=str(record))
+        if isinstance(record, Unreadable):
+            yield skipped(kind="records", origin=origin, error=record)
             continue
         kind = record["type"]
         try:
@@ -204,8 +198,8 @@ def _read_lines(lines: _Lines) -> Iterator[Item]:
                 yield Skipped(
                     kind="records", origin=origin, reason=f"unknown record type {kind!r}."
                 )
-        except _BadLine as error:
-            yield Skipped(kind=_KINDS.get(kind, "records"), origin=origin, reason=str(error))
+        except Unreadable as error:
+            yield skipped(kind=_KINDS.get(kind, "records"), origin=origin, error=error)
 
 
 _KINDS = {
@@ -220,8 +214,8 @@ _KINDS = {
 }
 
 
-def _header_problem(header: dict[str, Any] | _BadLine) -> str | None:
-    if isinstance(header, _BadLine):
+def _header_problem(header: dict[str, Any] | Unreadable) -> str | None:
+    if isinstance(header, Unreadable):
         return f"the first line must be the export's header: {header}"
     if header.get("type") != "header" or header.get("format") != EXPORT_FORMAT:
         return f"the first line must be a {EXPORT_FORMAT} header record."
@@ -252,7 +246,7 @@ def _session_item(
     while (child := lines.next_if_child_of(session_id, _SESSION_CHILDREN)) is not None:
         child_origin, child_record = child
         try:
-            if isinstance(child_record, _BadLine):
+            if isinstance(child_record, Unreadable):
                 raise child_record
             if child_record["type"] == "state":
                 state.append(
@@ -269,7 +263,7 @@ def _session_item(
                         created_at=_time(child_record.get("created_at"), field="created_at"),
                     )
                 )
-        except _BadLine as error:
+        except Unreadable as error:
             problems.append(f"line {child_origin.line}: {error}")
 
     def messages() -> Iterator[ImportedMessage]:
@@ -278,7 +272,7 @@ def _session_item(
         while (line := lines.next_if_child_of(session_id, ("message",))) is not None:
             message_origin, message = line
             try:
-                if isinstance(message, _BadLine):
+                if isinstance(message, Unreadable):
                     raise message
                 yield ImportedMessage(
                     role=_get(message, "role", str),
@@ -291,7 +285,7 @@ def _session_item(
                     seq=_get(message, "seq", int),
                     token_count=_get(message, "token_count", int, None),
                 )
-            except _BadLine as error:
+            except Unreadable as error:
                 raise RecordRejected(f"line {message_origin.line}: {error}") from None
 
     return ImportedSession(
@@ -334,7 +328,7 @@ def _memory(record: dict[str, Any], *, origin: Origin) -> ImportedMemory:
     versions = []
     for version in _get(record, "versions", list, []):
         if not isinstance(version, dict):
-            raise _BadLine("a memory version is not an object.")
+            raise Unreadable("a memory version is not an object.")
         versions.append(
             ImportedMemoryVersion(
                 version=_get(version, "version", int),
@@ -362,10 +356,10 @@ def _fact(record: dict[str, Any], *, origin: Origin) -> ImportedFact:
     superseded_by = record.get("superseded_by")
     seqs = _get(record, "source_message_seqs", list, [])
     if not all(isinstance(seq, int) and not isinstance(seq, bool) for seq in seqs):
-        raise _BadLine("source_message_seqs must be integers.")
+        raise Unreadable("source_message_seqs must be integers.")
     tags = _get(record, "tags", list, [])
     if not all(isinstance(tag, str) for tag in tags):
-        raise _BadLine("tags must be strings.")
+        raise Unreadable("tags must be strings.")
     return ImportedFact(
         source_id=f"fact:{_get(record, 'id', (int, str))}",
         origin=origin,
@@ -385,14 +379,14 @@ def _note(record: dict[str, Any], *, origin: Origin) -> ImportedNote:
     user_id = _get(record, "user_id", str)
     kind = _get(record, "kind", str)
     if kind not in ("long_term", "daily"):
-        raise _BadLine(f"kind {kind!r} is neither 'long_term' nor 'daily'.")
+        raise Unreadable(f"kind {kind!r} is neither 'long_term' nor 'daily'.")
     day = _date(record.get("day"), field="day") if kind == "daily" else None
     if kind == "daily" and day is None:
-        raise _BadLine("a daily note needs its day.")
+        raise Unreadable("a daily note needs its day.")
     versions = []
     for version in _get(record, "versions", list):
         if not isinstance(version, dict):
-            raise _BadLine("a note version is not an object.")
+            raise Unreadable("a note version is not an object.")
         versions.append(
             ImportedNoteVersion(
                 content=_get(version, "content", str, ""),
@@ -429,7 +423,7 @@ def _task_context(record: dict[str, Any], *, origin: Origin) -> ImportedTaskCont
     task_id = _get(record, "task_id", str)
     sub_tasks = _get(record, "sub_tasks", list, [])
     if not all(isinstance(sub, str) for sub in sub_tasks):
-        raise _BadLine("sub_tasks must be strings.")
+        raise Unreadable("sub_tasks must be strings.")
     return ImportedTaskContext(
         source_id=f"task:{task_id}",
         origin=origin,

@@ -1,4 +1,5 @@
-"""Seed 001 (PicoBot): its ``sessions.json`` snapshot and/or its SQLite database, into MemoryHub.
+"""PicoBot's ``sessions.json`` snapshot and/or its SQLite database, into MemoryHub (format:
+/shared/seeds 001, PicoBot).
 
 PATH is the snapshot, the database (known by its SQLite header, whatever its name), or a
 directory such as PicoBot's ``data/`` holding ``sessions.json`` and/or ``conversations.db`` (or
@@ -51,12 +52,12 @@ never read: PicoBot moved its sessions into the database, and any missing there 
 or expired on purpose.
 
 Not imported: other tables (``schedules``, ``schedule_executions``), unknown columns and fields
-(ignored), ``token_estimate``. Nothing is dropped silently: a record that does not match the seed
-(a missing table column, JSON that does not parse or ends early, a wrong type, an unknown role,
-a memory key breaking the key rules) is a Skipped with ``file:line`` for the snapshot or
-``file:table:rowid`` for the database and the reason. A broken session is skipped whole; one bad
-message row is skipped alone and the rest of its conversation kept, in order. The limits
-MemoryHub itself sets (content size, NUL characters) are the sink's to check.
+(ignored), ``token_estimate``. Nothing is dropped silently: a record that does not match
+PicoBot's schema (a missing table column, JSON that does not parse or ends early, a wrong type,
+an unknown role, a memory key breaking the key rules) is a Skipped with ``file:line`` for the
+snapshot or ``file:table:rowid`` for the database and the reason. A broken session is skipped
+whole; one bad message row is skipped alone and the rest of its conversation kept, in order. The
+limits MemoryHub itself sets (content size, NUL characters) are the sink's to check.
 
 Streaming: the snapshot is scanned in chunks, holding one session's JSON at a time; the
 database is read through cursors, one session's messages at a time, inside one read
@@ -80,6 +81,7 @@ from facts_app.models import (
     MEMORY_KEY_PATTERN,
     RESERVED_MEMORY_KEY_PREFIXES,
 )
+from memoryhub.transfer.formats.base import Unreadable, required_time, skipped
 from memoryhub.transfer.types import (
     ImportedMemory,
     ImportedMessage,
@@ -91,13 +93,13 @@ from memoryhub.transfer.types import (
 )
 
 SNAPSHOT_NAME = "sessions.json"
-DATABASE_NAME = "conversations.db"  # the seed's `data/conversations.db`
+DATABASE_NAME = "conversations.db"  # PicoBot's `data/conversations.db`
 DATABASE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 SQLITE_HEADER = b"SQLite format 3\x00"
-ROLES = ("system", "user", "assistant", "tool")  # the seed's CHECK on messages.message_type
+ROLES = ("system", "user", "assistant", "tool")  # PicoBot's CHECK on messages.message_type
 SNAPSHOT_ROLES = {"System": "system", "User": "user", "Assistant": "assistant", "Tool": "tool"}
 
-# The seed's columns, by table; others are ignored. Only `sessions` must exist: a store from
+# PicoBot's columns, by table; others are ignored. Only `sessions` must exist: a store from
 # before memories or summaries simply has none.
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "sessions": (
@@ -133,10 +135,6 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
 SNAPSHOT_CHUNK_CHARS = 1 << 16
 
 
-class _Malformed(Exception):
-    """A record that does not match the seed; the message is the reason for the report."""
-
-
 # --- values ---------------------------------------------------------------------------------------
 _TYPE_NAMES: dict[type, str] = {
     bytes: "a blob",
@@ -155,7 +153,7 @@ def _type_name(value: object) -> str:
 
 def _text(value: object, *, what: str) -> str:
     if not isinstance(value, str):
-        raise _Malformed(f"{what} is {_type_name(value)}, not text.")
+        raise Unreadable(f"{what} is {_type_name(value)}, not text.")
     return value
 
 
@@ -164,24 +162,19 @@ def _optional_text(value: object, *, what: str) -> str | None:
 
 
 def _timestamp(value: object, *, what: str) -> dt.datetime:
-    text = _text(value, what=what)
-    try:
-        moment = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise _Malformed(f"{what} {text!r} is not an ISO 8601 time.") from None
     # Naive times are UTC: SQLite's datetime('now') and CURRENT_TIMESTAMP write UTC.
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+    return required_time(text=_text(value, what=what), what=what)
 
 
 def _json_column(value: object, *, what: str) -> Any:
     try:
         return json.loads(_text(value, what=what))
     except json.JSONDecodeError as error:
-        raise _Malformed(f"{what} is not JSON: {error.msg}.") from None
+        raise Unreadable(f"{what} is not JSON: {error.msg}.") from None
 
 
 def _channel_type(value: object) -> Any:
-    # PicoBot writes serde_json::to_string(&channel_type), i.e. '"whatsapp"'; the seed only says
+    # PicoBot writes serde_json::to_string(&channel_type), i.e. '"whatsapp"'; its schema only says
     # TEXT, so plain text is kept as it is.
     text = _text(value, what="channel_type")
     try:
@@ -191,16 +184,16 @@ def _channel_type(value: object) -> Any:
 
 
 def _memory_key(value: object) -> str:
-    """The seed's key rules (which MemoryHub shares): a row breaking them was not written by
+    """PicoBot's memory key rules (which MemoryHub shares): a row breaking them was not written by
     PicoBot's memory tool and would not be accepted by MemoryHub's API either."""
     key = _text(value, what="key")
     if len(key) > MEMORY_KEY_MAX_LENGTH or not re.match(MEMORY_KEY_PATTERN, key):
-        raise _Malformed(
+        raise Unreadable(
             f"memory key {key!r} is not {MEMORY_KEY_PATTERN} "
             f"of at most {MEMORY_KEY_MAX_LENGTH} characters."
         )
     if key.startswith(RESERVED_MEMORY_KEY_PREFIXES):
-        raise _Malformed(
+        raise Unreadable(
             f"memory key {key!r} starts with a reserved prefix "
             f"({', '.join(RESERVED_MEMORY_KEY_PREFIXES)})."
         )
@@ -223,11 +216,11 @@ def _summary_covering(
     *, message_count: object, imported_messages: int, text: str, created_at: dt.datetime | None
 ) -> ImportedSummary:
     if isinstance(message_count, bool) or not isinstance(message_count, int):
-        raise _Malformed(f"message_count is {_type_name(message_count)}, not an integer.")
+        raise Unreadable(f"message_count is {_type_name(message_count)}, not an integer.")
     if imported_messages == 0:
-        raise _Malformed("the session has no messages for this summary to cover.")
+        raise Unreadable("the session has no messages for this summary to cover.")
     if message_count < 1:
-        raise _Malformed(f"message_count {message_count} covers no message.")
+        raise Unreadable(f"message_count {message_count} covers no message.")
     return ImportedSummary(
         text=text, through_seq=min(message_count, imported_messages), created_at=created_at
     )
@@ -249,11 +242,11 @@ class _Database:
 
     @classmethod
     def open(cls, *, path: Path) -> _Database:
-        """Raises _Malformed when the file is not a PicoBot database the seed describes."""
+        """Raises Unreadable when the file is not a PicoBot database with its tables."""
         try:
             connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         except sqlite3.Error as error:
-            raise _Malformed(f"cannot open the database: {error}.") from None
+            raise Unreadable(f"cannot open the database: {error}.") from None
         connection.isolation_level = None  # we issue BEGIN ourselves
         connection.row_factory = sqlite3.Row
         try:
@@ -265,7 +258,7 @@ class _Database:
                 for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
             }
             if "sessions" not in tables:
-                raise _Malformed("not a PicoBot database: it has no sessions table.")
+                raise Unreadable("not a PicoBot database: it has no sessions table.")
             for table, needed in TABLE_COLUMNS.items():
                 if table not in tables:
                     continue
@@ -273,13 +266,13 @@ class _Database:
                 found = {row["name"] for row in connection.execute(f"PRAGMA table_info({table})")}
                 missing = [column for column in needed if column not in found]
                 if missing:
-                    raise _Malformed(
+                    raise Unreadable(
                         f"table {table} lacks the seed's column(s) {', '.join(missing)}."
                     )
         except sqlite3.Error as error:
             connection.close()
-            raise _Malformed(f"cannot read the database: {error}.") from None
-        except _Malformed:
+            raise Unreadable(f"cannot read the database: {error}.") from None
+        except Unreadable:
             connection.close()
             raise
         return cls(path=path, connection=connection, tables=tables & set(TABLE_COLUMNS))
@@ -301,8 +294,8 @@ class _Database:
             origin = self.origin(table="sessions", row_id=row["row_id"])
             try:
                 session = self._session(row=row, origin=origin)
-            except _Malformed as error:
-                yield Skipped(kind="sessions", origin=origin, reason=str(error))
+            except Unreadable as error:
+                yield skipped(kind="sessions", origin=origin, error=error)
                 continue
             # First pass: report the unreadable rows and count the rest, which the summary's
             # range needs before the session is handed over.
@@ -330,7 +323,7 @@ class _Database:
     def _session(self, *, row: sqlite3.Row, origin: Origin) -> ImportedSession:
         session_id = _text(row["id"], what="id")
         if not session_id:
-            raise _Malformed("id is empty.")
+            raise Unreadable("id is empty.")
         return ImportedSession(
             source_id=session_id,
             origin=origin,
@@ -359,9 +352,9 @@ class _Database:
             try:
                 role = _text(row["message_type"], what="message_type")
                 if role not in ROLES:
-                    raise _Malformed(f"message_type {role!r} is not one of {', '.join(ROLES)}.")
+                    raise Unreadable(f"message_type {role!r} is not one of {', '.join(ROLES)}.")
                 if isinstance(row["seq_order"], bool) or not isinstance(row["seq_order"], int):
-                    raise _Malformed(
+                    raise Unreadable(
                         f"seq_order is {_type_name(row['seq_order'])}, not an integer."
                     )
                 message = ImportedMessage(
@@ -370,8 +363,8 @@ class _Database:
                     tool_call_id=_optional_text(row["tool_call_id"], what="tool_call_id") or "",
                     created_at=_timestamp(row["created_at"], what="created_at"),
                 )
-            except _Malformed as error:
-                yield Skipped(kind="messages", origin=origin, reason=str(error))
+            except Unreadable as error:
+                yield skipped(kind="messages", origin=origin, error=error)
                 continue
             yield message
 
@@ -395,8 +388,8 @@ class _Database:
                     text=_text(row["summary"], what="summary"),
                     created_at=_timestamp(row["updated_at"], what="updated_at"),
                 )
-            except _Malformed as error:
-                return Skipped(kind="summaries", origin=origin, reason=str(error))
+            except Unreadable as error:
+                return skipped(kind="summaries", origin=origin, error=error)
         if inline is None or (isinstance(inline, str) and not inline.strip()):
             return None
         try:
@@ -406,7 +399,7 @@ class _Database:
                 text=_text(inline, what="summary"),
                 created_at=session.last_active_at,
             )
-        except _Malformed as error:
+        except Unreadable as error:
             return Skipped(kind="summaries", origin=session.origin, reason=f"summary: {error}")
 
     # memories ---------------------------------------------------------------------------------
@@ -434,8 +427,8 @@ class _Database:
                     created_at=_timestamp(row["created_at"], what="created_at"),
                     updated_at=_timestamp(row["updated_at"], what="updated_at"),
                 )
-            except _Malformed as error:
-                yield Skipped(kind="user_memories", origin=origin, reason=str(error))
+            except Unreadable as error:
+                yield skipped(kind="user_memories", origin=origin, error=error)
                 continue
             yield memory
 
@@ -665,14 +658,14 @@ class _SnapshotScanner:
 def _snapshot_message(*, entry: object, index: int, created_at: dt.datetime) -> ImportedMessage:
     where = f"conversation[{index}]"
     if not isinstance(entry, dict) or len(entry) != 1:
-        raise _Malformed(f'{where} is not a one-key object like {{"User": {{"content": ...}}}}.')
+        raise Unreadable(f'{where} is not a one-key object like {{"User": {{"content": ...}}}}.')
     ((variant, fields),) = entry.items()
     if variant not in SNAPSHOT_ROLES:
-        raise _Malformed(
+        raise Unreadable(
             f"{where} is a {variant!r} message, not one of {', '.join(SNAPSHOT_ROLES)}."
         )
     if not isinstance(fields, dict):
-        raise _Malformed(f"{where}: {variant} holds {_type_name(fields)}, not an object.")
+        raise Unreadable(f"{where}: {variant} holds {_type_name(fields)}, not an object.")
     tool_call_id = ""
     if variant == "Tool":
         tool_call_id = _text(fields.get("tool_call_id"), what=f"{where} tool_call_id")
@@ -686,15 +679,15 @@ def _snapshot_message(*, entry: object, index: int, created_at: dt.datetime) -> 
 
 def _snapshot_session(*, record: object, origin: Origin) -> list[Item]:
     """One snapshot entry: its unreadable messages (Skipped), then its session; raises
-    _Malformed for an entry that is not a session, before anything of it is reported."""
+    Unreadable for an entry that is not a session, before anything of it is reported."""
     if not isinstance(record, dict):
-        raise _Malformed(f"this session is {_type_name(record)}, not an object.")
+        raise Unreadable(f"this session is {_type_name(record)}, not an object.")
     session_id = _text(record.get("id"), what="id")
     if not session_id:
-        raise _Malformed("id is empty.")
+        raise Unreadable("id is empty.")
     conversation = record.get("conversation")
     if not isinstance(conversation, list):
-        raise _Malformed(f"conversation is {_type_name(conversation)}, not a list.")
+        raise Unreadable(f"conversation is {_type_name(conversation)}, not a list.")
     created_at = _timestamp(record.get("created_at"), what="created_at")
     session = ImportedSession(
         source_id=session_id,
@@ -716,7 +709,7 @@ def _snapshot_session(*, record: object, origin: Origin) -> list[Item]:
         try:
             # Dated here, not left to the sink, which would date them at the import.
             messages.append(_snapshot_message(entry=entry, index=index, created_at=created_at))
-        except _Malformed as error:
+        except Unreadable as error:
             reason = f"session {session_id!r}: {error}"
             items.append(Skipped(kind="messages", origin=origin, reason=reason))
     session.messages = messages
@@ -759,13 +752,13 @@ def _snapshot(*, path: Path, in_database: Callable[[str], bool]) -> Iterator[Ite
             continue  # the database's copy of this session is imported instead
         try:
             yield from _snapshot_session(record=record, origin=origin)
-        except _Malformed as error:
-            yield Skipped(kind="sessions", origin=origin, reason=str(error))
+        except Unreadable as error:
+            yield skipped(kind="sessions", origin=origin, error=error)
 
 
 # --- the entry point ------------------------------------------------------------------------------
 def _inputs(path: Path) -> tuple[Path | None, Path | None]:
-    """The snapshot and the database PATH names; raises _Malformed when it names neither."""
+    """The snapshot and the database PATH names; raises Unreadable when it names neither."""
     if path.is_file():
         return (None, path) if _is_sqlite(path) else (path, None)
     snapshot = path / SNAPSHOT_NAME
@@ -778,13 +771,13 @@ def _inputs(path: Path) -> tuple[Path | None, Path | None]:
         databases = [path / DATABASE_NAME]
     if len(databases) > 1:
         names = ", ".join(database.name for database in databases)
-        raise _Malformed(
+        raise Unreadable(
             f"several SQLite databases here ({names}) and none is {DATABASE_NAME}: "
             "import the one that is PicoBot's."
         )
     database = databases[0] if databases else None
     if database is None and not snapshot.is_file():
-        raise _Malformed(
+        raise Unreadable(
             f"no {SNAPSHOT_NAME} and no SQLite database ({DATABASE_NAME}, "
             f"*{', *'.join(DATABASE_SUFFIXES)}) in this directory."
         )
@@ -796,15 +789,15 @@ def read(path: Path) -> Iterator[Item]:
     memories (last, so that their source sessions are already imported)."""
     try:
         snapshot, database_path = _inputs(path)
-    except _Malformed as error:
-        yield Skipped(kind="sessions", origin=Origin(str(path)), reason=str(error))
+    except Unreadable as error:
+        yield skipped(kind="sessions", origin=Origin(str(path)), error=error)
         return
     database = None
     if database_path is not None:
         try:
             database = _Database.open(path=database_path)
-        except _Malformed as error:
-            yield Skipped(kind="sessions", origin=Origin(str(database_path)), reason=str(error))
+        except Unreadable as error:
+            yield skipped(kind="sessions", origin=Origin(str(database_path)), error=error)
     if database is None:
         if snapshot is not None:
             yield from _snapshot(path=snapshot, in_database=lambda _: False)

@@ -1,4 +1,5 @@
-"""Seed 004: an sclaw `memory.db` (the SQLite backend of sclaw's two-tier memory).
+"""sclaw's `memory.db`, the SQLite backend of its two-tier memory (format: /shared/seeds 004,
+sclaw).
 
 PATH is one `memory.db`, or a data directory holding `memory.db` and/or per-agent stores at
 `agents/<name>/memory.db` (sclaw's layout; each is read in turn). The store is opened read-only,
@@ -54,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memoryhub.transfer.formats.base import Unreadable, parse_time, skipped
 from memoryhub.transfer.types import (
     ImportedFact,
     ImportedMessage,
@@ -94,10 +96,6 @@ MESSAGE_COLUMNS = (
     "created_at",
 )
 FACT_COLUMNS = ("rowid", "id", "content", "source", "tags", "metadata", "created_at")
-
-
-class MalformedRow(Exception):
-    """A row that cannot be read as sclaw writes it; the message says why, for the report."""
 
 
 @dataclass(frozen=True)
@@ -287,8 +285,8 @@ def session_items(
         try:
             summary_time = parse_timestamp(value=summary_row[2], what="updated_at")
             if not isinstance(summary_row[1], str) or not summary_row[1].strip():
-                raise MalformedRow("summary is empty or not text.")
-        except MalformedRow as error:
+                raise Unreadable("summary is empty or not text.")
+        except Unreadable as error:
             summary_problem = str(error)
 
     # First pass: check every message, number the readable ones, find the summary's reach.
@@ -299,11 +297,9 @@ def session_items(
         total += 1
         try:
             message = message_from_row(row=row)
-        except MalformedRow as error:
-            yield Skipped(
-                kind="messages",
-                origin=store.origin(table="messages", rowid=row[0]),
-                reason=str(error),
+        except Unreadable as error:
+            yield skipped(
+                kind="messages", origin=store.origin(table="messages", rowid=row[0]), error=error
             )
             continue
         readable += 1
@@ -384,24 +380,24 @@ def readable_messages(*, connection: sqlite3.Connection, key: str) -> Iterator[I
     for row in message_rows(connection=connection, key=key):
         try:
             yield message_from_row(row=row)
-        except MalformedRow:
+        except Unreadable:
             continue
 
 
 def message_from_row(*, row: tuple[Any, ...]) -> ImportedMessage:
     _rowid, seq, role, content, name, tool_id, tool_calls, is_error, created_at = row
     if not isinstance(seq, int):
-        raise MalformedRow(f"seq {seq!r} is not an integer.")
+        raise Unreadable(f"seq {seq!r} is not an integer.")
     if role not in SCLAW_ROLES:
-        raise MalformedRow(
+        raise Unreadable(
             f"message {seq} has an unknown role {role!r} (sclaw writes "
             f"{', '.join(sorted(SCLAW_ROLES))})."
         )
     for what, value in (("content", content), ("name", name), ("tool_id", tool_id)):
         if not isinstance(value, str):
-            raise MalformedRow(f"message {seq}: {what} is {type_name(value=value)}, not text.")
+            raise Unreadable(f"message {seq}: {what} is {type_name(value=value)}, not text.")
     if is_error not in (0, 1):
-        raise MalformedRow(f"message {seq}: is_error is {is_error!r}, not 0 or 1.")
+        raise Unreadable(f"message {seq}: is_error is {is_error!r}, not 0 or 1.")
     return ImportedMessage(
         role=role,
         content=content,
@@ -418,15 +414,15 @@ def openai_tool_calls(*, raw: Any, seq: int) -> list[dict[str, Any]] | None:
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str):
-        raise MalformedRow(f"message {seq}: tool_calls is {type_name(value=raw)}, not JSON text.")
+        raise Unreadable(f"message {seq}: tool_calls is {type_name(value=raw)}, not JSON text.")
     try:
         calls = json.loads(raw)
     except json.JSONDecodeError as error:
-        raise MalformedRow(f"message {seq}: tool_calls is not valid JSON: {error}.") from None
+        raise Unreadable(f"message {seq}: tool_calls is not valid JSON: {error}.") from None
     if calls is None:
         return None
     if not isinstance(calls, list):
-        raise MalformedRow(f"message {seq}: tool_calls is not a JSON array.")
+        raise Unreadable(f"message {seq}: tool_calls is not a JSON array.")
     converted = []
     for position, call in enumerate(calls):
         if not (
@@ -434,7 +430,7 @@ def openai_tool_calls(*, raw: Any, seq: int) -> list[dict[str, Any]] | None:
             and isinstance(call.get("id"), str)
             and isinstance(call.get("name"), str)
         ):
-            raise MalformedRow(
+            raise Unreadable(
                 f"message {seq}: tool call {position} is not an object with a text id and name."
             )
         arguments = call.get("arguments")
@@ -502,24 +498,24 @@ def facts_of(*, connection: sqlite3.Connection, store: SclawStore) -> Iterator[I
         origin = store.origin(table="facts", rowid=row[0])
         try:
             yield fact_from_row(row=row, store=store, origin=origin)
-        except MalformedRow as error:
-            yield Skipped(kind="facts", origin=origin, reason=str(error))
+        except Unreadable as error:
+            yield skipped(kind="facts", origin=origin, error=error)
 
 
 def fact_from_row(*, row: tuple[Any, ...], store: SclawStore, origin: Origin) -> ImportedFact:
     _rowid, fact_id, content, source, tags_json, metadata_json, created_at = row
     if not isinstance(fact_id, str) or not fact_id:
-        raise MalformedRow(f"fact id {fact_id!r} is not a non-empty text.")
+        raise Unreadable(f"fact id {fact_id!r} is not a non-empty text.")
     if not isinstance(content, str):
-        raise MalformedRow(f"fact {fact_id}: content is {type_name(value=content)}, not text.")
+        raise Unreadable(f"fact {fact_id}: content is {type_name(value=content)}, not text.")
     if not isinstance(source, str):
-        raise MalformedRow(f"fact {fact_id}: source is {type_name(value=source)}, not text.")
+        raise Unreadable(f"fact {fact_id}: source is {type_name(value=source)}, not text.")
     tags = json_column(value=tags_json, what=f"fact {fact_id}: tags", empty=[])
     if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
-        raise MalformedRow(f"fact {fact_id}: tags is not a JSON array of texts.")
+        raise Unreadable(f"fact {fact_id}: tags is not a JSON array of texts.")
     metadata = json_column(value=metadata_json, what=f"fact {fact_id}: metadata", empty={})
     if not isinstance(metadata, dict):
-        raise MalformedRow(f"fact {fact_id}: metadata is not a JSON object.")
+        raise Unreadable(f"fact {fact_id}: metadata is not a JSON object.")
     if source:
         metadata.setdefault("sclaw_source", source)
     persistence_key = parse_persistence_key(key=source) if source else None
@@ -544,22 +540,21 @@ def json_column(*, value: Any, what: str, empty: Any) -> Any:
     if value is None or value in ("", "null"):
         return empty
     if not isinstance(value, str):
-        raise MalformedRow(f"{what} is {type_name(value=value)}, not JSON text.")
+        raise Unreadable(f"{what} is {type_name(value=value)}, not JSON text.")
     try:
         return json.loads(value)
     except json.JSONDecodeError as error:
-        raise MalformedRow(f"{what} is not valid JSON: {error}.") from None
+        raise Unreadable(f"{what} is not valid JSON: {error}.") from None
 
 
 def parse_timestamp(*, value: Any, what: str) -> dt.datetime:
     """sclaw's UTC ISO-8601 text; one without an offset is UTC (SQLite's clock is)."""
     if not isinstance(value, str):
-        raise MalformedRow(f"{what} is {type_name(value=value)}, not an ISO-8601 text.")
-    try:
-        parsed = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise MalformedRow(f"{what} {value!r} is not an ISO-8601 timestamp.") from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
+        raise Unreadable(f"{what} is {type_name(value=value)}, not an ISO-8601 text.")
+    parsed = parse_time(text=value)
+    if parsed is None:
+        raise Unreadable(f"{what} {value!r} is not an ISO-8601 timestamp.")
+    return parsed
 
 
 def type_name(*, value: Any) -> str:

@@ -12,7 +12,7 @@ from typing import IO, Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memoryhub.accounts.models import ActorType, EndUser, Tenant
+from memoryhub.accounts.models import Actor, EndUser, Tenant
 from memoryhub.transfer.export import export_records
 from memoryhub.transfer.services import tenant_export_audit
 
@@ -54,8 +54,7 @@ class Command(BaseCommand):
         tenant_export_audit(
             tenant=tenant,
             end_user=end_user,
-            actor_type=ActorType.STAFF,
-            actor="manage.py export_memory",
+            actor=Actor.command("export_memory"),
             records=count,
         )
         if str(output) != "-":

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from memoryhub.accounts.models import Tenant
-from memoryhub.transfer.formats import FORMATS, reader_for
+from memoryhub.transfer.formats import ALIASES, FORMATS, format_name, reader_for
 from memoryhub.transfer.runner import import_items
 from memoryhub.transfer.types import Item
 
@@ -18,17 +18,21 @@ from memoryhub.transfer.types import Item
 class Command(BaseCommand):
     help = (
         "Import memory into a tenant: MemoryHub's own JSON Lines export (.jsonl or .jsonl.gz) "
-        "or a bot's store (seed000: a memory/ directory; seed001: sessions.json or its SQLite "
-        "database; seed003: a tape .jsonl; seed004: an sclaw memory.db). Each session is its own "
-        "transaction; a bad record is reported with its file and line and the rest goes on; "
-        "running the same import again adds nothing."
+        "or a bot's store (basic-session: a memory/ directory; picobot: sessions.json or its "
+        "SQLite database; bub: a tape .jsonl; sclaw: an sclaw memory.db; the old names seed000, "
+        "seed001, seed003 and seed004 still work). Each session is its own transaction; a bad "
+        "record is reported with its file and line and the rest goes on; running the same import "
+        "again adds nothing."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", type=Path, help="The file or directory to import.")
         parser.add_argument("--tenant", required=True, help="The tenant's slug.")
         parser.add_argument(
-            "--format", choices=sorted(FORMATS), default="memoryhub", help="Default: memoryhub."
+            "--format",
+            choices=[*FORMATS, *ALIASES],
+            default="memoryhub",
+            help="Default: memoryhub.",
         )
         parser.add_argument("--dry-run", action="store_true", help="Check and count; keep nothing.")
         parser.add_argument("--no-progress", action="store_true", help="No progress bar.")
@@ -50,7 +54,8 @@ class Command(BaseCommand):
 
             report = import_items(
                 tenant=tenant,
-                source=options["format"],
+                # Under its own name, so that a re-run under an old alias adds nothing.
+                source=format_name(options["format"]),
                 items=reader(path),
                 dry_run=options["dry_run"],
                 progress=progress,
