@@ -28,6 +28,11 @@ run: install
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The quick part: everything but the tests marked slow (real workers, browsers, fuzzing, long runs).
+.PHONY: test-fast
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -41,11 +46,11 @@ format: install
 	$(BIN)/ruff format .
 
 bench: install
-	$(BIN)/python bench/run.py $(BENCH_ARGS)
+	$(BIN)/python -m bench $(BENCH_ARGS)
 	$(BIN)/python bench/import_memory.py
 
 bench-big: install
-	$(BIN)/python bench/run.py --big $(BENCH_ARGS)
+	$(BIN)/python -m bench --big $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .celery .cache staticfiles db.sqlite3* .test-db.sqlite3*

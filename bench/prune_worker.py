@@ -1,11 +1,11 @@
-"""Run retention once for one tenant, on a signal: the cleanup part of bench/run.py.
+"""Run retention once for one tenant, on a signal: for the benchmark's cleanup part.
 
     python bench/prune_worker.py TENANT_SLUG
 
-It sets up Django (bench/run.py passes the environment: database, settings), prints "ready",
-waits for a line on stdin, calls memoryhub.retention.prune.retention_prune_tenant for the tenant
-(what the hourly beat task and `manage.py prune_memory --tenant SLUG` call), and prints one JSON
-line: when it started and ended (time.monotonic(), which bench/run.py's clients share), the
+It sets up Django (bench/parts/cleanup.py passes the environment: database, settings), prints
+"ready", waits for a line on stdin, calls memoryhub.retention.prune.retention_prune_tenant for the
+tenant (what the hourly beat task and `manage.py prune_memory --tenant SLUG` call), and prints one
+JSON line: when it started and ended (time.monotonic(), which the bench's clients share), the
 counts per kind, and the seconds each batch of messages took. A process of its own, like the
 worker that runs retention in production, so it takes no GIL from the bench's clients.
 """

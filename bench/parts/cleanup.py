@@ -1,0 +1,412 @@
+"""Cleanup while appending (issue 5): retention deletes --cleanup-rows expired messages in a
+process of its own (bench/prune_worker.py) while clients append; against a raw DELETE of the
+same rows, and the appenders' p99 without the cleanup."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from bench.config import ROOT, Config
+from bench.harness import SUMMARY_OUT_OF_REACH, ApiClient, Gunicorn, Setup, policy_tenant_key
+from bench.measure import (
+    STOP,
+    AppendResult,
+    BenchError,
+    CpuSample,
+    Latency,
+    cpu_per_request,
+    cpu_sample,
+    mark,
+    say,
+    say_appends,
+    section,
+)
+from bench.parts.appends import message_content
+
+if TYPE_CHECKING:
+    from memoryhub.accounts.models import Tenant
+
+# Cleanup while appending (issue 5): appenders' p99 during the cleanup / without it, at most.
+TARGET_CLEANUP_P99_RATIO = 2.0
+CLEANUP_TENANT = "memoryhub-bench-retention"
+CLEANUP_RETENTION_DAYS = 90
+CLEANUP_AGE_DAYS = 200  # the expired messages' age (the newest: 200 days - rows seconds)
+CLEANUP_HOLDERS = 4  # live sessions holding the expired messages
+
+CLEANUP_LOAD = """
+INSERT INTO sessions_app_message
+    (tenant_id, session_id, seq, role, content, name, tool_call_id, tool_calls, metadata,
+     token_count, created_at)
+SELECT %(tenant)s, (%(sessions)s::uuid[])[1 + (g - 1) %% %(holders)s],
+       1 + (g - 1) / %(holders)s,
+       CASE WHEN ((g - 1) / %(holders)s) %% 2 = 0 THEN 'user' ELSE 'assistant' END,
+       'Expired message ' || g || ' of the cleanup benchmark: what did we decide about the '
+           || 'deployment window on Thursday, and who is on call?',
+       '', '', NULL, '{}'::jsonb, 24,
+       now() - make_interval(days => %(age)s) + make_interval(secs => g)
+FROM generate_series(1, %(rows)s) AS g
+"""
+
+# The raw baseline: what retention deletes for this tenant (its policy's cutoff), one statement.
+CLEANUP_RAW_DELETE = (
+    "DELETE FROM sessions_app_message WHERE tenant_id = %s "
+    "AND created_at < now() - make_interval(days => %s)"
+)
+
+
+@dataclass
+class CleanupResult:
+    rows: int
+    raw_seconds: float
+    raw_rate: float
+    prune_seconds: float
+    prune_rate: float
+    prune_counts: dict[str, int]
+    batches: int
+    batch: Latency  # one message batch (select ids + delete + commit)
+    rate_ratio: float  # prune rate / raw rate
+    alone: AppendResult
+    during: AppendResult
+    p99_ratio: float  # appenders' p99 during the cleanup / without it
+    load_seconds: float
+    vacuum_seconds: list[float]
+
+
+def cleanup_verdict(result: CleanupResult) -> str:
+    ok = result.p99_ratio <= TARGET_CLEANUP_P99_RATIO
+    return (
+        f"appenders' p99 during/without {result.p99_ratio:.2f} "
+        f"(target <= {TARGET_CLEANUP_P99_RATIO:.0f})  {mark(ok)}"
+    )
+
+
+def load_expired(*, database_url: str, tenant_id: int, holders: list[str], rows: int) -> float:
+    """`rows` messages CLEANUP_AGE_DAYS old spread over the live holder sessions, then
+    ANALYZE (so the planner knows them)."""
+    import psycopg
+
+    started = time.perf_counter()
+    ids = [uuid.UUID(value) for value in holders]
+    with psycopg.connect(database_url) as conn:
+        conn.execute(
+            CLEANUP_LOAD,
+            {
+                "tenant": tenant_id,
+                "sessions": ids,
+                "holders": len(ids),
+                "rows": rows,
+                "age": CLEANUP_AGE_DAYS,
+            },
+        )
+        for index, session in enumerate(ids):
+            count = rows // len(ids) + (1 if index < rows % len(ids) else 0)
+            conn.execute(
+                "UPDATE sessions_app_session SET last_seq = %(n)s, message_count = %(n)s, "
+                "token_count = %(n)s * 24, last_active_at = now(), updated_at = now() "
+                "WHERE id = %(id)s",
+                {"n": count, "id": session},
+            )
+        conn.commit()
+        conn.execute("ANALYZE sessions_app_message")
+        conn.commit()
+    return time.perf_counter() - started
+
+
+def vacuum_messages(database_url: str) -> float:
+    import psycopg
+
+    started = time.perf_counter()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE) sessions_app_message")
+    return time.perf_counter() - started
+
+
+def count_expired(database_url: str, tenant_id: int) -> int:
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM sessions_app_message WHERE tenant_id = %s "
+            "AND created_at < now() - make_interval(days => %s)",
+            (tenant_id, CLEANUP_RETENTION_DAYS),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+class Appenders:
+    """`len(sessions)` threads, each POSTing one user message at a time to its own session
+    until stopped: warm-up first, then every request's start (monotonic) and latency."""
+
+    def __init__(self, *, port: int, secret: str, sessions: list[str], warmup: int) -> None:
+        self.port, self.secret, self.warmup = port, secret, warmup
+        self.sessions = sessions
+        self.stop_event = threading.Event()
+        self.barrier = threading.Barrier(len(sessions) + 1)
+        self.samples: list[list[tuple[float, float]]] = [[] for _ in sessions]
+        self.errors: list[BaseException] = []
+        self.threads = [
+            threading.Thread(target=self._run, args=(i,), name=f"appender-{i}", daemon=True)
+            for i in range(len(sessions))
+        ]
+
+    def _run(self, client: int) -> None:
+        path = f"/api/v1/sessions/{self.sessions[client]}/messages/"
+        api = ApiClient(self.port, self.secret)
+        try:
+            for index in range(self.warmup):
+                body = {"role": "user", "content": message_content(client, index - self.warmup)}
+                api.expect("POST", path, body, 201)
+            self.barrier.wait()
+            index = 0
+            samples = self.samples[client]
+            while not self.stop_event.is_set() and not STOP.is_set():
+                data = json.dumps(
+                    {"role": "user", "content": message_content(client, index)}
+                ).encode()
+                at = time.monotonic()
+                started = time.perf_counter()
+                status, payload = api.request("POST", path, data)
+                samples.append((at, time.perf_counter() - started))
+                if status != 201:
+                    raise BenchError(f"append answered {status}: {payload[:300]!r}")
+                index += 1
+        except BaseException as error:
+            self.errors.append(error)
+            self.stop_event.set()
+            self.barrier.abort()
+        finally:
+            api.close()
+
+    def start(self) -> None:
+        """Start the clients and return once all have warmed up."""
+        for thread in self.threads:
+            thread.start()
+        try:
+            self.barrier.wait(timeout=300)
+        except threading.BrokenBarrierError:
+            self.stop()
+            raise BenchError("appenders did not finish their warm-up within 300 s") from None
+
+    def stop(self) -> list[tuple[float, float]]:
+        self.stop_event.set()
+        for thread in self.threads:
+            thread.join(timeout=60)
+        if self.errors:
+            raise self.errors[0]
+        return [sample for client in self.samples for sample in client]
+
+
+def appends_between(
+    samples: list[tuple[float, float]],
+    start: float,
+    end: float,
+    before: CpuSample | None,
+    after: CpuSample | None,
+) -> AppendResult:
+    """The appends that started in [start, end] (monotonic seconds)."""
+    latencies = [seconds for at, seconds in samples if start <= at <= end]
+    if not latencies:
+        raise BenchError("no append completed during the measured window")
+    return AppendResult(
+        appends=len(latencies),
+        seconds=end - start,
+        rate=len(latencies) / (end - start),
+        latency=Latency.of(latencies),
+        cpu=cpu_per_request(before, after, len(latencies)),
+    )
+
+
+def start_pruner(env: dict[str, str], slug: str) -> subprocess.Popen[str]:
+    """bench/prune_worker.py: Django set up, waiting for "go" on stdin."""
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "prune_worker.py"), slug],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if line.strip() != "ready":
+        process.kill()
+        process.wait()
+        raise BenchError(f"bench/prune_worker.py did not start: {line!r}")
+    return process
+
+
+def ensure_tenant(*, api_key_ids: list[str]) -> tuple[Tenant, str]:
+    """The retention tenant with its policy (retention on, extraction off, no summaries) and a
+    new API key's secret."""
+    return policy_tenant_key(
+        CLEANUP_TENANT,
+        api_key_ids=api_key_ids,
+        memory_enabled=True,
+        extraction_enabled=False,
+        summary_threshold_tokens=SUMMARY_OUT_OF_REACH,
+        retention_days=CLEANUP_RETENTION_DAYS,
+    )
+
+
+def sizes_line(config: Config) -> str:
+    return (
+        f"cleanup of {config.cleanup_rows:,} expired messages, {config.clients} appenders "
+        f"({config.cleanup_seconds:g} s alone)"
+    )
+
+
+def run(setup: Setup, server: Gunicorn) -> CleanupResult:
+    """The raw DELETE alone, the appenders alone, then retention while they append."""
+    import psycopg
+
+    config = setup.config
+    assert setup.cleanup_tenant is not None
+    tenant, secret = setup.cleanup_tenant
+    rows = config.cleanup_rows
+    section(
+        f"Cleanup while appending: retention deletes {rows:,} expired messages, "
+        f"{config.clients} clients append"
+    )
+    holders = [
+        setup.new_session(f"cleanup-holder-{i}", tenant=tenant, user=False)
+        for i in range(CLEANUP_HOLDERS)
+    ]
+    leftover = count_expired(config.database_url, tenant.pk)
+    if leftover:  # an interrupted run's
+        with psycopg.connect(config.database_url) as conn:
+            conn.execute(CLEANUP_RAW_DELETE, (tenant.pk, CLEANUP_RETENTION_DAYS))
+    vacuums: list[float] = []
+    say(
+        f"tenant     {CLEANUP_TENANT}: retention {CLEANUP_RETENTION_DAYS} days; "
+        f"{rows:,} messages {CLEANUP_AGE_DAYS} days old in {CLEANUP_HOLDERS} live sessions "
+        "(so only the message rule applies); the appenders write to 4 other sessions"
+    )
+    # (a) raw: the same rows, one DELETE, alone.
+    load = load_expired(
+        database_url=config.database_url, tenant_id=tenant.pk, holders=holders, rows=rows
+    )
+    with psycopg.connect(config.database_url) as conn:
+        started = time.perf_counter()
+        cursor = conn.execute(CLEANUP_RAW_DELETE, (tenant.pk, CLEANUP_RETENTION_DAYS))
+        conn.commit()
+        raw_seconds = time.perf_counter() - started
+        if cursor.rowcount != rows:
+            raise BenchError(f"the raw DELETE removed {cursor.rowcount} rows, not {rows}")
+    vacuums.append(vacuum_messages(config.database_url))
+    say(
+        f"raw        DELETE ... WHERE tenant_id = %s AND created_at < cutoff: {rows:,} rows in "
+        f"{raw_seconds:.2f} s = {rows / raw_seconds:9,.0f} rows/s (alone, one statement)"
+    )
+    say(
+        f"           loaded in {load:.1f} s (INSERT ... SELECT generate_series, ANALYZE); "
+        f"VACUUM ANALYZE sessions_app_message after the DELETE: {vacuums[-1]:.1f} s"
+    )
+    load += load_expired(
+        database_url=config.database_url, tenant_id=tenant.pk, holders=holders, rows=rows
+    )
+    say(f"           loaded again (and ANALYZEd): {rows:,} expired messages")
+    # (b) the appenders alone, for their baseline.
+    sessions = [
+        setup.new_session(f"cleanup-append-{i}", tenant=tenant) for i in range(config.clients)
+    ]
+    appenders = Appenders(port=server.port, secret=secret, sessions=sessions, warmup=config.warmup)
+    appenders.start()
+    try:
+        start = time.monotonic()
+        before = cpu_sample(server.pid)
+        time.sleep(config.cleanup_seconds)
+        end = time.monotonic()
+        after = cpu_sample(server.pid)
+    finally:
+        samples = appenders.stop()
+    alone = appends_between(samples, start, end, before, after)
+    say_appends("alone      ", alone)
+    # (c) retention_prune_tenant in its own process while the appenders append.
+    pruner = start_pruner(setup.env, CLEANUP_TENANT)
+    assert pruner.stdin is not None
+    assert pruner.stdout is not None
+    appenders = Appenders(port=server.port, secret=secret, sessions=sessions, warmup=config.warmup)
+    try:
+        appenders.start()
+        before = cpu_sample(server.pid)
+        pruner.stdin.write("go\n")
+        pruner.stdin.flush()
+        line = pruner.stdout.readline()
+        after = cpu_sample(server.pid)
+    finally:
+        samples = appenders.stop()
+        if pruner.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                pruner.wait(timeout=30)
+        if pruner.poll() is None:
+            pruner.kill()
+            pruner.wait()
+    try:
+        report = json.loads(line)
+    except json.JSONDecodeError:
+        raise BenchError(f"bench/prune_worker.py failed (exit {pruner.returncode})") from None
+    during = appends_between(samples, report["started"], report["ended"], before, after)
+    prune_seconds = report["ended"] - report["started"]
+    counts: dict[str, int] = report["counts"]
+    batch_times = report["message_batches"]
+    left = count_expired(config.database_url, tenant.pk)
+    if counts.get("messages") != rows or left:
+        raise BenchError(
+            f"retention removed {counts.get('messages')} messages of {rows}; {left} expired left"
+        )
+    vacuums.append(vacuum_messages(config.database_url))
+    prune_rate = rows / prune_seconds
+    say(
+        f"cleanup    retention_prune_tenant: {rows:,} rows in {prune_seconds:.2f} s = "
+        f"{prune_rate:9,.0f} rows/s, {len(batch_times)} batches of 1000 ids "
+        f"(each: select ids, delete, commit)"
+    )
+    batch = Latency.of(batch_times)
+    say(f"           batch {batch.line()}")
+    say_appends("during     ", during, cpu_note=" (the cleanup's process counts as other)")
+    say(
+        f"check: retention removed all {rows:,} expired messages and nothing else "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}); VACUUM ANALYZE "
+        f"sessions_app_message afterwards: {vacuums[-1]:.1f} s"
+    )
+    result = CleanupResult(
+        rows=rows,
+        raw_seconds=raw_seconds,
+        raw_rate=rows / raw_seconds,
+        prune_seconds=prune_seconds,
+        prune_rate=prune_rate,
+        prune_counts=counts,
+        batches=len(batch_times),
+        batch=batch,
+        rate_ratio=prune_rate / (rows / raw_seconds),
+        alone=alone,
+        during=during,
+        p99_ratio=during.latency.p99_ms / alone.latency.p99_ms,
+        load_seconds=load,
+        vacuum_seconds=vacuums,
+    )
+    say(f"ratio cleanup/raw {result.rate_ratio:.3f} (rows/s)    {cleanup_verdict(result)}")
+    return result
+
+
+def record(result: CleanupResult, setup: Setup) -> dict[str, Any]:
+    return {"cleanup": asdict(result)}
+
+
+def summary(result: CleanupResult, config: Config, profiles: dict[str, Any]) -> None:
+    say(
+        f"cleanup {result.prune_rate:9,.0f} rows/s   raw DELETE {result.raw_rate:9,.0f} rows/s   "
+        f"ratio {result.rate_ratio:.3f}    ({result.rows:,} rows)"
+    )
+    say(
+        f"cleanup appenders p99 {result.alone.latency.p99_ms:6.2f} ms alone, "
+        f"{result.during.latency.p99_ms:6.2f} ms during    {cleanup_verdict(result)}"
+    )
