@@ -17,6 +17,7 @@ from memoryhub.accounts.services import api_key_create
 from sessions_app import services
 from sessions_app.models import Session
 from tests.factories import TenantFactory
+from tests.helpers import client_for
 
 pytest_plugins = ["tests.fakes.fixtures"]
 
@@ -24,7 +25,7 @@ pytest_plugins = ["tests.fakes.fixtures"]
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     skipped = terminalreporter.stats.get("skipped", [])
     if any("tests/e2e/" in str(getattr(report, "nodeid", "")) for report in skipped):
-        from tests.e2e.conftest import SKIP_REASON
+        from tests.e2e.helpers import SKIP_REASON
 
         terminalreporter.write_line(f"NOTE: {SKIP_REASON}", yellow=True, bold=True)
 
@@ -33,12 +34,6 @@ def pytest_report_header() -> list[str]:
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     broker = "redis" if settings.REDIS_URL else "filesystem"
     return [f"memoryhub: database={engine} broker={broker}"]
-
-
-def client_for(secret: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
-    return client
 
 
 @pytest.fixture(autouse=True)
@@ -96,16 +91,6 @@ def limits(settings: Any) -> dict[str, int]:
     """Shrink limits for one test: `limits["STATE_CAP"] = 3` (pytest-django restores them)."""
     settings.MEMORYHUB_LIMITS = dict(settings.MEMORYHUB_LIMITS)
     return settings.MEMORYHUB_LIMITS  # type: ignore[no-any-return]
-
-
-def error_fields(response: Any) -> dict[str, Any]:
-    body = response.json()
-    assert "error" in body, body
-    return body["error"].get("fields", {})
-
-
-def error_code(response: Any) -> str:
-    return str(response.json()["error"]["code"])
 
 
 @pytest.fixture(autouse=True)

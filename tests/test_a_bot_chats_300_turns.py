@@ -21,7 +21,7 @@ from memoryhub.core.tokens import count_tokens
 from memoryhub.llm.prompts import EXTRACTION_SYSTEM_PROMPT
 from sessions_app.models import Session, Summary
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 TURNS = 300
 BUDGET = 1500

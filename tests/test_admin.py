@@ -7,7 +7,7 @@ from django.urls import reverse
 from memoryhub.accounts.models import ApiKey, AuditAction, AuditEvent, User
 from sessions_app import services
 from sessions_app.services import MessageInput
-from tests.conftest import client_for
+from tests.helpers import client_for
 
 
 @pytest.fixture

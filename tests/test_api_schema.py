@@ -55,6 +55,7 @@ def _real_session(tenant) -> Session:
     return session
 
 
+@pytest.mark.slow
 @schema.parametrize()
 @settings(
     # ~40 per operation keeps `make test` quick; FUZZ_EXAMPLES=500 digs deeper.

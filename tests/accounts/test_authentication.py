@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from memoryhub.accounts.models import Actor, ApiKey, AuditAction, AuditEvent
 from memoryhub.accounts.services import api_key_revoke
-from tests.conftest import client_for, error_code
+from tests.helpers import client_for, error_code
 
 SESSIONS = "/api/v1/sessions/"
 

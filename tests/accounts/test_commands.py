@@ -5,7 +5,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from memoryhub.accounts.models import ApiKey, Membership, Tenant, User
-from tests.conftest import client_for
+from tests.helpers import client_for
 
 KEY = re.compile(r"(mh_\S+)")
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from facts_app.models import Fact, Note, UserMemory
 from sessions_app.models import Message, Plan, Session, StateEntry, TaskContext
-from tests.conftest import client_for
+from tests.helpers import client_for
 
 MARK = "zebracorn"  # in every text of the owner's world: an outsider's answer must never hold it
 API_PREFIX = "api/v1/"
@@ -57,9 +57,7 @@ PARAM = re.compile(r"<(?:\w+:)?(\w+)>")
 @pytest.fixture
 def world(tenant, make_key) -> dict[str, Any]:
     """One of everything, made through the API by the owner, each text holding MARK."""
-    owner = client_for(
-        make_key(tenant, scopes=["read", "write", "purge", "global-memory"])[1]
-    )
+    owner = client_for(make_key(tenant, scopes=["read", "write", "purge", "global-memory"])[1])
     made = owner.post(
         "/api/v1/sessions/",
         {"user_id": "alice", "agent_id": "chat", "external_key": f"{MARK}:1"},
@@ -240,11 +238,13 @@ def test_an_outsider_never_reaches_this_tenants_rows(route, methods, world, tena
                 body = COLLECTION_BODIES[(relative, method)]
                 response = call(path, body, format="json")
                 assert response.status_code < 500, (method, path, response.content)
-            assert MARK not in json.dumps(_json_or_text(response)).replace(
-                f"{MARK}:1", ""
-            ).replace(f"plan-{MARK}", "").replace(f"task-{MARK}", "").replace(
-                f"sub-{MARK}", ""
-            ), (method, path, "an outsider's answer holds this tenant's text")
+            assert MARK not in json.dumps(_json_or_text(response)).replace(f"{MARK}:1", "").replace(
+                f"plan-{MARK}", ""
+            ).replace(f"task-{MARK}", "").replace(f"sub-{MARK}", ""), (
+                method,
+                path,
+                "an outsider's answer holds this tenant's text",
+            )
             continue
         if (relative, method) in PERSON_WRITES:
             response = call(path, PERSON_BODIES[relative], format="json")

@@ -649,6 +649,7 @@ def reported_labels(context: AssembledContext) -> Counter[str]:
     return labels
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("counter", [words, count_tokens], ids=["words", "tiktoken"])
 @settings(
     max_examples=200,

@@ -9,7 +9,7 @@ from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.tokens import count_tokens
 from sessions_app import services
 from sessions_app.services import MessageInput
-from tests.conftest import error_fields
+from tests.helpers import error_fields
 
 USER = "whatsapp:+4912345"
 

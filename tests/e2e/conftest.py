@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from memoryhub.accounts.models import Membership, MembershipRole, Tenant, User
+from tests.e2e.helpers import PASSWORD, SKIP_REASON
 
 # Playwright's sync API runs an event loop in the test's thread; the ORM calls the tests make
 # around it are still synchronous and safe.
@@ -30,12 +30,6 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
 ]
-ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS_DIR", "test-artifacts")) / "screenshots"
-SKIP_REASON = (
-    "browser tests skipped: Debian's chromium is not installed "
-    "(run `sudo apt-get install -y chromium`, then `make test`; `.ci/run` installs it itself)"
-)
-PASSWORD = "pw-for-browser-tests"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -78,18 +72,3 @@ def page(browser: Any, live_server: Any) -> Iterator[Any]:
     yield opened
     context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
-
-
-def log_in(page: Any, *, username: str = "owner", password: str = PASSWORD) -> None:
-    page.goto("/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/")
-
-
-def screenshot(page: Any, name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from playwright.sync_api import expect
 
 from sessions_app.services import MessageInput, message_append_batch, session_create_or_get
-from tests.e2e.conftest import log_in, screenshot
+from tests.e2e.helpers import log_in, screenshot
+
+pytestmark = pytest.mark.slow
 
 
 def test_log_in_and_see_the_dashboard_chart(page, owner):

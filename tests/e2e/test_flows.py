@@ -14,7 +14,9 @@ from facts_app.services.memories import memory_save
 from memoryhub.accounts.models import AuditEvent, EndUser
 from sessions_app.models import Session
 from sessions_app.services import MessageInput, message_append_batch, session_create_or_get
-from tests.e2e.conftest import log_in, screenshot
+from tests.e2e.helpers import log_in, screenshot
+
+pytestmark = pytest.mark.slow
 
 WORD = "aubergines"
 

@@ -2,7 +2,7 @@ import pytest
 
 from facts_app.models import UserMemory, UserMemoryVersion
 from memoryhub.accounts.models import AuditAction, AuditEvent, EndUser
-from tests.conftest import client_for, error_code, error_fields
+from tests.helpers import client_for, error_code, error_fields
 
 USER = "whatsapp:+4912345"
 

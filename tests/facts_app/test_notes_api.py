@@ -8,7 +8,7 @@ import pytest
 from facts_app.models import Note, NoteKind
 from facts_app.services.notes import today_utc
 from memoryhub.accounts.models import EndUser
-from tests.conftest import error_code, error_fields
+from tests.helpers import error_code, error_fields
 
 USER = "whatsapp:+4912345"
 

@@ -8,10 +8,10 @@ from django.db import connections
 
 from facts_app.models import Note, NoteKind
 from memoryhub.accounts.services import api_key_create
-from tests.conftest import client_for
 from tests.factories import TenantFactory
+from tests.helpers import client_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 THREADS = 5
 PER_THREAD = 6

@@ -67,6 +67,7 @@ def test_the_admin_lists_usage_read_only(admin_client, tenant):
     assert 'name="_save"' not in detail.content.decode()
 
 
+@pytest.mark.slow
 @pytest.mark.postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_increments_are_not_lost():

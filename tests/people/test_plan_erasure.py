@@ -5,7 +5,7 @@ from __future__ import annotations
 from sessions_app.models import Plan, SubTask, TaskContext
 from sessions_app.services import session_create_or_get
 from sessions_app.task_services import plan_create, task_context_create
-from tests.conftest import client_for
+from tests.helpers import client_for
 
 
 def test_erasure_takes_the_persons_plans_and_their_task_contexts(tenant, make_key):

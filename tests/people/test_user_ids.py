@@ -37,7 +37,7 @@ def test_writes_are_400_and_create_no_one(api, user_id):
 
 
 def test_erasing_one_is_404(tenant, make_key):
-    from tests.conftest import client_for
+    from tests.helpers import client_for
 
     _, secret = make_key(tenant, scopes=["read", "write", "purge"])
 

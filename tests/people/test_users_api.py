@@ -16,7 +16,7 @@ from sessions_app.models import Message, Session, StateEntry
 from sessions_app.services import MessageInput
 from sessions_app.summaries import summary_set
 from sessions_app.task_services import plan_create, task_context_create
-from tests.conftest import client_for
+from tests.helpers import client_for
 
 SACHI = "whatsapp:+4912345"
 BOB = "tui:bob"

@@ -19,7 +19,7 @@ from sessions_app.services import (
     session_create_or_get,
     state_set,
 )
-from tests.conftest import client_for, error_code, error_fields
+from tests.helpers import client_for, error_code, error_fields
 
 URL = "/api/v1/purge/"
 DAY = dt.timedelta(days=1)

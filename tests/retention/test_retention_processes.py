@@ -63,6 +63,7 @@ from tests.sessions_app.workers import (
 )
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not settings.REDIS_URL, reason="needs REDIS_URL: a real broker for a real worker"

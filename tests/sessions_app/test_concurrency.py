@@ -15,10 +15,10 @@ from django.db import connections
 from memoryhub.accounts.models import IdempotencyRecord
 from memoryhub.accounts.services import api_key_create
 from sessions_app.models import Message, Session, StateEntry
-from tests.conftest import client_for
 from tests.factories import TenantFactory
+from tests.helpers import client_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 THREADS = 6
 PER_THREAD = 10

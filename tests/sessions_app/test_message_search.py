@@ -2,7 +2,7 @@ import pytest
 
 from sessions_app import services
 from sessions_app.services import MessageInput
-from tests.conftest import error_fields
+from tests.helpers import error_fields
 
 SEARCH = "/api/v1/messages/search/"
 

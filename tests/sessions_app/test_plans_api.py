@@ -9,7 +9,7 @@ from django.urls import reverse
 from memoryhub.accounts.models import AuditAction, AuditEvent, EndUser, User
 from sessions_app import task_services
 from sessions_app.models import Plan, PlanStatus, TaskContext
-from tests.conftest import error_code, error_fields
+from tests.helpers import error_code, error_fields
 
 PLANS = "/api/v1/plans/"
 

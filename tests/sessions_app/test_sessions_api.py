@@ -6,8 +6,8 @@ from django.utils import timezone
 
 from memoryhub.accounts.models import AuditAction, AuditEvent, EndUser
 from sessions_app.models import Message, Session, StateEntry
-from tests.conftest import error_code, error_fields
 from tests.factories import EndUserFactory, SessionFactory
+from tests.helpers import error_code, error_fields
 
 SESSIONS = "/api/v1/sessions/"
 

@@ -1,7 +1,7 @@
 import pytest
 
 from sessions_app.models import StateEntry
-from tests.conftest import error_fields
+from tests.helpers import error_fields
 
 
 def state_url(session, key: str | None = None) -> str:

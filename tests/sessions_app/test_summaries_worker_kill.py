@@ -32,11 +32,12 @@ from django.conf import settings
 from memoryhub.accounts.models import Tenant
 from memoryhub.accounts.services import api_key_create
 from sessions_app.models import Session, Summary
-from tests.conftest import client_for
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import client_for
 from tests.sessions_app.workers import VISIBILITY_TIMEOUT_ENV, CeleryWorker, wait_until
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not settings.REDIS_URL, reason="needs REDIS_URL: a real broker for a real worker"

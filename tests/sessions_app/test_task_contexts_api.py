@@ -8,7 +8,7 @@ import pytest
 from memoryhub.accounts.models import IdempotencyRecord
 from sessions_app import task_services
 from sessions_app.models import SubTask, TaskContext
-from tests.conftest import error_code, error_fields
+from tests.helpers import error_code, error_fields
 
 TASKS = "/api/v1/task-contexts/"
 

@@ -13,10 +13,10 @@ from django.db import connections
 
 from memoryhub.accounts.services import api_key_create
 from sessions_app.models import Plan, SubTask, TaskContext
-from tests.conftest import client_for
 from tests.factories import TenantFactory
+from tests.helpers import client_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 TASKS = "/api/v1/task-contexts/"
 PLANS = "/api/v1/plans/"

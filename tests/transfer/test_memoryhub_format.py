@@ -28,8 +28,8 @@ from sessions_app.services import (
 )
 from sessions_app.summaries import summary_set
 from sessions_app.task_services import plan_create, task_context_create
-from tests.conftest import client_for
 from tests.factories import TenantFactory
+from tests.helpers import client_for
 
 T0 = dt.datetime(2025, 6, 1, 8, 0, tzinfo=dt.UTC)
 
