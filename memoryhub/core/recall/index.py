@@ -29,6 +29,8 @@ BM25_K1 = 0.9
 BM25_B = 0.3
 
 _NO_DAY = -1
+# Postings summed per slice of the vocabulary at build time: bounds the sort's temporary memory.
+_POSTINGS_PER_SLICE = 500_000
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -152,10 +154,10 @@ class RecallIndex:
         )
         if self.vectors is not None:
             arrays += self.vectors.nbytes
-        # A dict entry costs about 100 bytes beyond its key string; ids are usually small ints or
-        # UUIDs, counted as they are.
+        # The dict's own table, each key string, and each term id (an int object of 28 bytes:
+        # past 256 they are not shared). Ids are counted shallowly: usually ints or UUIDs.
         vocabulary = sys.getsizeof(self.vocabulary) + sum(
-            sys.getsizeof(term) for term in self.vocabulary
+            sys.getsizeof(term) + 28 for term in self.vocabulary
         )
         ids = sys.getsizeof(self.ids) + sum(sys.getsizeof(doc_id) for doc_id in self.ids)
         return arrays + vocabulary + ids
@@ -231,56 +233,40 @@ class RecallIndex:
                 speaker_terms.extend(names)
                 speaker_rows.extend([row] * len(names))
 
-        size = max(len(vocabulary), 1)
-        own_rows = np.repeat(
-            np.arange(count, dtype=np.int64), np.frombuffer(token_counts, dtype=np.int64)
+        slices = _windowed_postings(
+            count=count,
+            vocabulary_size=len(vocabulary),
+            token_terms=np.frombuffer(token_terms, dtype=np.intc),
+            token_counts=np.frombuffer(token_counts, dtype=np.int64),
+            speaker_rows=np.frombuffer(speaker_rows, dtype=np.intc),
+            speaker_terms=np.frombuffer(speaker_terms, dtype=np.intc),
+            prev_index=self.prev_index,
+            next_index=self.next_index,
         )
-        own_keys, own_counts = np.unique(
-            own_rows * size + np.frombuffer(token_terms, dtype=np.intc), return_counts=True
-        )
-        own_row, own_term = np.divmod(own_keys, size)
-        own_tf = own_counts.astype(np.float64)
-        # A message's words also count, lighter, in the message after it (as its previous turn)
-        # and in the one before it (as its next turn).
-        after = self.next_index[own_row]
-        before = self.prev_index[own_row]
-        rows = np.concatenate(
-            [
-                own_row,
-                after[after >= 0],
-                before[before >= 0],
-                np.frombuffer(speaker_rows, dtype=np.intc),
-            ]
-        )
-        terms = np.concatenate(
-            [
-                own_term,
-                own_term[after >= 0],
-                own_term[before >= 0],
-                np.frombuffer(speaker_terms, dtype=np.intc),
-            ]
-        )
-        frequencies = np.concatenate(
-            [
-                own_tf,
-                PREVIOUS_WEIGHT * own_tf[after >= 0],
-                NEXT_WEIGHT * own_tf[before >= 0],
-                np.full(len(speaker_rows), SPEAKER_WEIGHT),
-            ]
-        )
-        # Sorted by term, then row: the postings come out grouped per term (CSR) in one pass.
-        keys, inverse = np.unique(terms * max(count, 1) + rows, return_inverse=True)
-        tf = np.bincount(inverse, weights=frequencies, minlength=len(keys))
-        post_term, post_row = np.divmod(keys, max(count, 1))
-        lengths = np.bincount(post_row, weights=tf, minlength=count)
-
+        del token_terms, token_counts, speaker_rows, speaker_terms
+        lengths = np.zeros(count, dtype=np.float64)
+        document_frequency = np.zeros(len(vocabulary), dtype=np.int64)
+        for terms, rows, tf in slices:
+            lengths += np.bincount(rows, weights=tf, minlength=count)
+            document_frequency += np.bincount(terms, minlength=len(vocabulary))
         avg_length = float(lengths.mean()) if count and lengths.mean() > 0 else 1.0
+
         # The BM25 saturation depends only on the document, so it is computed once here and a
-        # query only sums idf times the stored weight.
-        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[post_row] / avg_length)
-        document_frequency = np.bincount(post_term, minlength=len(vocabulary))
-        self.post_docs = post_row.astype(np.int32)
-        self.post_weights = (tf * (BM25_K1 + 1.0) / (tf + norm)).astype(np.float32)
+        # query only sums idf times the stored weight. Filled slice by slice, each slice freed
+        # as soon as it is copied: the whole posting list is never held twice.
+        total = int(document_frequency.sum())
+        post_docs = np.empty(total, dtype=np.int32)
+        post_weights = np.empty(total, dtype=np.float32)
+        filled = 0
+        slices.reverse()
+        while slices:
+            _, rows, tf = slices.pop()
+            norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[rows] / avg_length)
+            post_docs[filled : filled + rows.size] = rows
+            post_weights[filled : filled + rows.size] = tf * (BM25_K1 + 1.0) / (tf + norm)
+            filled += rows.size
+        self.post_docs = post_docs
+        self.post_weights = post_weights
         offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
         np.cumsum(document_frequency, out=offsets[1:])
         self.post_offsets = offsets
@@ -361,6 +347,90 @@ class RecallIndex:
             # A term's rows are distinct, so fancy-index addition is safe (no np.add.at needed).
             scores[self.post_docs[start:end]] += self.idf[term_id] * self.post_weights[start:end]
         return scores
+
+
+def _windowed_postings(
+    *,
+    count: int,
+    vocabulary_size: int,
+    token_terms: npt.NDArray[np.intc],
+    token_counts: npt.NDArray[np.int64],
+    speaker_rows: npt.NDArray[np.intc],
+    speaker_terms: npt.NDArray[np.intc],
+    prev_index: npt.NDArray[np.int32],
+    next_index: npt.NDArray[np.int32],
+) -> list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]]:
+    """(term, row, weighted tf) of every windowed document in slices of the vocabulary, each
+    sorted by term then row: read in order, they are the postings in CSR order.
+
+    Written for peak memory at 100,000 messages: the windowed postings are summed in slices of
+    the vocabulary, so the sort's temporaries cover one slice at a time (one global
+    np.unique(return_inverse) peaked near 900 MB there).
+    """
+    size = max(vocabulary_size, 1)
+    own_keys, own_counts = np.unique(
+        np.repeat(np.arange(count, dtype=np.int64), token_counts) * size + token_terms,
+        return_counts=True,
+    )
+    own_row = (own_keys // size).astype(np.int32)
+    own_term = (own_keys % size).astype(np.int32)
+    own_tf = own_counts.astype(np.float32)
+    del own_keys, own_counts
+    # A message's words also count, lighter, in the message after it (as that one's previous
+    # turn) and in the one before it (as its next turn).
+    after = next_index[own_row]
+    before = prev_index[own_row]
+
+    # Slices of about equal posting counts: term ids follow first use, not frequency.
+    per_term = np.bincount(own_term, minlength=size) * 3 + np.bincount(
+        speaker_terms, minlength=size
+    )
+    total = int(per_term.sum())
+    parts = max(1, -(-total // _POSTINGS_PER_SLICE))
+    cumulative = np.cumsum(per_term)
+    bounds = [0, *np.searchsorted(cumulative, np.arange(1, parts) * total / parts).tolist(), size]
+
+    slices: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]] = []
+    for low, high in itertools.pairwise(bounds):
+        if high <= low:
+            continue
+        own = (own_term >= low) & (own_term < high)
+        has_after = own & (after >= 0)
+        has_before = own & (before >= 0)
+        speaking = (speaker_terms >= low) & (speaker_terms < high)
+        rows = np.concatenate(
+            [own_row[own], after[has_after], before[has_before], speaker_rows[speaking]],
+            dtype=np.int64,
+        )
+        terms = np.concatenate(
+            [own_term[own], own_term[has_after], own_term[has_before], speaker_terms[speaking]],
+            dtype=np.int64,
+        )
+        frequencies = np.concatenate(
+            [
+                own_tf[own],
+                PREVIOUS_WEIGHT * own_tf[has_after],
+                NEXT_WEIGHT * own_tf[has_before],
+                np.full(int(speaking.sum()), SPEAKER_WEIGHT),
+            ],
+            dtype=np.float64,
+        )
+        if rows.size == 0:
+            continue
+        keys = terms * max(count, 1) + rows
+        del terms, rows
+        # Stable, so that equal messages sum their parts in the same order to the same float:
+        # ties between them must stay exact for message order to decide.
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        frequencies = frequencies[order]
+        del order
+        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        term, row = np.divmod(keys[starts], max(count, 1))
+        # Summed in float64, kept in float32: a weighted count needs no more.
+        summed = np.add.reduceat(frequencies, starts).astype(np.float32)
+        slices.append((term.astype(np.int32), row.astype(np.int32), summed))
+    return slices
 
 
 def _minmax(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

@@ -1,0 +1,420 @@
+"""The recall engine on small hand-written conversations: no database, no model."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from memoryhub.core.recall import H5, L5, Hit, RecallDoc, RecallIndex, Weights, rank
+from memoryhub.core.recall.analyzer import analyze, query_terms
+from memoryhub.core.recall.dates import DateTarget, has_time_expression, parse_query_dates
+from memoryhub.core.search import EmptySearchQuery
+
+
+def only(**weights: float) -> Weights:
+    """Every weight 0 but the ones given: a test of one prior switches on just that one."""
+    return Weights(**{**{name: 0.0 for name in Weights.__slots__}, **weights})
+
+
+PLAIN = only()  # BM25 alone
+
+
+def doc(
+    doc_id: Hashable,
+    text: str,
+    *,
+    session: Hashable | None = None,
+    position: int = 0,
+    speaker: str = "",
+    created_at: datetime | None = None,
+    vector: Sequence[float] | None = None,
+) -> RecallDoc:
+    # Each message its own session unless told: the window then leaves it alone.
+    return RecallDoc(
+        id=doc_id,
+        session_key=doc_id if session is None else session,
+        position=position,
+        text=text,
+        speaker=speaker,
+        created_at=created_at,
+        token_count=len(text.split()),
+        vector=None if vector is None else _unit(vector),
+    )
+
+
+def _unit(values: Sequence[float]) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float32)
+    return array / np.linalg.norm(array)
+
+
+def ids(hits: Sequence[Hit]) -> list[Hashable]:
+    return [hit.id for hit in hits]
+
+
+def session_of(texts: Sequence[str], *, session: Hashable = 1) -> list[RecallDoc]:
+    return [
+        RecallDoc(id=f"{session}:{n}", session_key=session, position=n, text=text)
+        for n, text in enumerate(texts)
+    ]
+
+
+# --- the analyser ----------------------------------------------------------------------------
+
+
+def test_it_stems_and_drops_stop_words() -> None:
+    assert analyze("The runners were RUNNING to their gardens!") == ["runner", "run", "garden"]
+
+
+def test_it_counts_each_query_term_once_in_first_seen_order() -> None:
+    assert query_terms("garden gardens Gardening, and the garden") == ["garden"]
+    assert query_terms("cats and dogs and cats") == ["cat", "dog"]
+
+
+# --- BM25 and the window -------------------------------------------------------------------
+
+
+def test_a_rare_word_outranks_a_common_one() -> None:
+    docs = [doc(f"m{n}", "we ate pizza again tonight") for n in range(8)]
+    docs.append(doc("rare", "I practised the saxophone"))
+    docs.append(doc("common", "pizza pizza with friends"))
+    index = RecallIndex.build(docs)
+
+    hits = rank(index, "pizza saxophone", top_k=3, mode="lexical", weights=PLAIN)
+
+    assert ids(hits)[0] == "rare"
+    assert hits[0].lexical_score > hits[1].lexical_score
+
+
+def test_the_window_finds_an_answer_whose_question_is_in_the_previous_turn() -> None:
+    docs = session_of(
+        [
+            "Where did you go hiking last weekend?",
+            "Up the ridge trail by the lake, the views were stunning.",
+            "Lovely. Shall we book the dentist for Tuesday?",
+        ]
+    )
+    index = RecallIndex.build(docs)
+
+    hits = rank(index, "hiking", top_k=5, mode="lexical", weights=PLAIN)
+
+    # The question ranks first (its own word), the answer next through the 0.5 window; the
+    # dentist turn sits two turns away and must not match.
+    assert ids(hits) == ["1:0", "1:1"]
+    assert hits[1].signals.lexical
+
+
+def test_the_window_never_crosses_a_session() -> None:
+    docs = [
+        *session_of(["Where did you go hiking?"], session=1),
+        *session_of(["The ridge trail by the lake."], session=2),
+    ]
+    index = RecallIndex.build(docs)
+
+    assert ids(rank(index, "hiking", top_k=5, mode="lexical", weights=PLAIN)) == ["1:0"]
+
+
+def test_a_session_holding_the_best_turn_lifts_its_other_turns() -> None:
+    filler = ["ok", "sure thing", "sounds good", "right", "yes"]
+    docs = [
+        # Message order puts the other session's identical turn first: without the session
+        # score, the tie would go to it.
+        *session_of([*filler, "the museum tickets were pricey"], session="b"),
+        *session_of(
+            ["the louvre in paris, what a museum", *filler, "the museum tickets were pricey"],
+            session="a",
+        ),
+    ]
+    index = RecallIndex.build(docs)
+    query = "louvre museum tickets"
+
+    without = ids(rank(index, query, top_k=10, mode="lexical", weights=PLAIN))
+    with_session = ids(rank(index, query, top_k=10, mode="lexical", weights=only(session=0.3)))
+
+    assert without.index("b:5") < without.index("a:6")
+    assert with_session.index("a:6") < with_session.index("b:5")
+
+
+def test_neighbour_smoothing_lifts_the_turn_beside_a_strong_match() -> None:
+    docs = [
+        *session_of(["the garden party", "filler words here"], session=1),
+        *session_of(["tomatoes and the garden", "garden"], session=2),
+    ]
+    index = RecallIndex.build(docs)
+
+    plain = rank(index, "garden tomatoes", top_k=4, mode="lexical", weights=PLAIN)
+    smoothed = rank(index, "garden tomatoes", top_k=4, mode="lexical", weights=only(smoothing=1.0))
+
+    assert ids(plain)[0] == "2:0"
+    # "2:1" has the strongest neighbour of all: smoothing puts it right behind it.
+    assert ids(smoothed)[:2] == ["2:0", "2:1"]
+
+
+# --- the priors ----------------------------------------------------------------------------
+
+
+def test_the_speaker_prior_prefers_the_named_participant() -> None:
+    docs = [
+        doc("b1", "I really love playing tennis", speaker="Bob"),
+        doc("a1", "I really love playing tennis", speaker="Alice"),
+        doc("b2", "nothing to do with it", speaker="Bob"),
+        doc("a2", "nothing to do with it", speaker="Alice"),
+    ]
+    index = RecallIndex.build(docs)
+
+    neutral = rank(index, "tennis", top_k=2, mode="lexical", weights=only(speaker=0.4))
+    explicit = rank(
+        index, "tennis", top_k=2, mode="lexical", weights=only(speaker=0.4), speaker="alice"
+    )
+    named = rank(
+        index, "Does Alice like tennis?", top_k=2, mode="lexical", weights=only(speaker=0.4)
+    )
+    both = rank(
+        index, "Do Alice and Bob like tennis?", top_k=2, mode="lexical", weights=only(speaker=0.4)
+    )
+
+    assert ids(neutral) == ["b1", "a1"]  # a tie: message order
+    assert ids(explicit) == ["a1", "b1"]
+    assert explicit[0].signals.speaker
+    assert not explicit[1].signals.speaker
+    # A name in the query matches that speaker's turns (the window holds the name) and turns
+    # the prior on for them.
+    assert ids(named) == ["a1", "a2"]
+    assert all(hit.signals.speaker for hit in named)
+    # Naming both participants names no one in particular: back to message order.
+    assert ids(both) == ["b1", "a1"]
+    assert not any(hit.signals.speaker for hit in both)
+
+
+def test_the_date_boost_prefers_messages_near_the_named_date() -> None:
+    may = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    july = datetime(2023, 7, 20, 18, 0, tzinfo=UTC)
+    docs = [
+        doc("may", "we went to the beach", session="s1", position=0, created_at=may),
+        doc("july", "we went to the beach", session="s2", position=0, created_at=july),
+    ]
+    index = RecallIndex.build(docs)
+    weights = only(date=0.5)
+
+    assert ids(rank(index, "beach", top_k=2, weights=weights)) == ["may", "july"]
+    hits = rank(index, "the beach on 25 July, 2023", top_k=2, weights=weights)
+    assert ids(hits) == ["july", "may"]
+    assert hits[0].signals.date
+    assert not hits[1].signals.date
+    assert ids(rank(index, "beach in July 2023", top_k=2, weights=weights)) == ["july", "may"]
+    assert ids(rank(index, "beach in July", top_k=2, weights=weights)) == ["july", "may"]
+    # Both are in 2023: a year alone tells them apart no more than nothing does.
+    assert ids(rank(index, "beach in 2023", top_k=2, weights=weights)) == ["may", "july"]
+
+
+def test_the_when_boost_prefers_turns_that_say_when() -> None:
+    docs = [
+        doc("m1", "we adopted the puppy"),
+        doc("m2", "we adopted the puppy yesterday"),
+        # A weak match, so that min-max has a range to place the two others in.
+        doc("m3", "the puppy next door barked for hours while we tried hard to sleep"),
+    ]
+    index = RecallIndex.build(docs)
+    weights = only(when=0.5)
+
+    # The shorter turn wins on BM25 alone ...
+    assert ids(rank(index, "did you adopt a puppy?", top_k=3, weights=weights)) == [
+        "m1",
+        "m2",
+        "m3",
+    ]
+    # ... but a "when" question wants the one that names a time.
+    hits = rank(index, "When did you adopt the puppy?", top_k=3, weights=weights)
+    assert ids(hits) == ["m2", "m1", "m3"]
+    assert hits[0].signals.when
+
+
+def test_ties_go_to_message_order() -> None:
+    texts = ["my sister called", "my sister called", "my sister called"]
+    forward = RecallIndex.build([doc(f"m{n}", text) for n, text in enumerate(texts)])
+    backward = RecallIndex.build(
+        [doc(f"m{n}", text) for n, text in reversed(list(enumerate(texts)))]
+    )
+
+    assert ids(rank(forward, "sister", top_k=3, weights=L5)) == ["m0", "m1", "m2"]
+    # The order the messages were given in is the message order.
+    assert ids(rank(backward, "sister", top_k=3, weights=PLAIN)) == ["m2", "m1", "m0"]
+
+
+# --- modes -----------------------------------------------------------------------------------
+
+
+def conversation(*, vectors: bool) -> list[RecallDoc]:
+    texts_and_vectors = [
+        ("I adopted a small tabby kitten from the animal shelter", [1.0, 0.0, 0.0]),
+        ("my car needs new tyres", [0.0, 1.0, 0.0]),
+        ("the vet said the cat is healthy", [0.9, 0.1, 0.0]),
+        ("we planted roses in spring", [0.0, 0.0, 1.0]),
+    ]
+    return [
+        doc(f"m{n}", text, speaker="Sam", vector=vector if vectors else None)
+        for n, (text, vector) in enumerate(texts_and_vectors)
+    ]
+
+
+def test_without_vectors_hybrid_is_lexical_with_l5() -> None:
+    index = RecallIndex.build(conversation(vectors=False))
+
+    hybrid = rank(index, "kitten healthy", top_k=4, query_vector=np.ones(3, np.float32))
+    lexical = rank(index, "kitten healthy", top_k=4, mode="lexical", weights=L5)
+
+    assert ids(hybrid) == ids(lexical)
+    assert set(ids(hybrid)) == {"m0", "m2"}
+    assert [hit.score for hit in hybrid] == [hit.score for hit in lexical]
+    assert all(hit.dense_score is None and not hit.signals.semantic for hit in hybrid)
+
+
+def test_semantic_mode_ranks_by_cosine_alone() -> None:
+    index = RecallIndex.build(conversation(vectors=True))
+    query_vector = _unit([1.0, 0.05, 0.0])
+
+    hits = rank(index, "feline", top_k=4, mode="semantic", query_vector=query_vector)
+
+    # No word of "feline" occurs anywhere: the order is the vectors' alone.
+    assert ids(hits) == ["m0", "m2", "m1", "m3"]
+    assert hits[0].score == pytest.approx(float(query_vector @ _unit([1.0, 0.0, 0.0])))
+    assert not any(hit.signals.lexical for hit in hits)
+
+
+def test_semantic_mode_needs_a_query_vector() -> None:
+    index = RecallIndex.build(conversation(vectors=True))
+    with pytest.raises(ValueError, match="query vector"):
+        rank(index, "cat", top_k=3, mode="semantic")
+
+
+def test_hybrid_mode_fuses_the_dense_score() -> None:
+    index = RecallIndex.build(conversation(vectors=True))
+    query_vector = _unit([1.0, 0.0, 0.0])
+
+    lexical = rank(index, "my pet", top_k=4, mode="lexical")
+    hybrid = rank(index, "my pet", top_k=4, query_vector=query_vector, weights=H5)
+
+    assert lexical == []  # no message says "pet"
+    assert ids(hybrid)[:2] == ["m0", "m2"]
+    assert hybrid[0].signals.semantic
+    assert hybrid[0].dense_score == pytest.approx(1.0)
+
+
+def test_hybrid_mode_still_finds_messages_without_a_vector_yet() -> None:
+    docs = conversation(vectors=True)
+    docs.append(doc("new", "the kitten chased a moth", speaker="Sam"))  # not embedded yet
+    index = RecallIndex.build(docs)
+
+    hits = rank(index, "kitten moth", top_k=5, query_vector=_unit([0.0, 0.0, 1.0]))
+
+    new = next(hit for hit in hits if hit.id == "new")
+    # Its full lexical match weighs what m3's perfect cosine does; both lead the others.
+    assert set(ids(hits)[:2]) == {"new", "m3"}
+    assert new.dense_score is None
+    assert new.signals.lexical
+    assert not new.signals.semantic
+
+
+def test_a_query_vector_of_the_wrong_size_is_refused() -> None:
+    index = RecallIndex.build(conversation(vectors=True))
+    with pytest.raises(ValueError, match="dimensions"):
+        rank(index, "cat", top_k=3, query_vector=np.ones(5, np.float32))
+
+
+# --- bounds and edge cases -------------------------------------------------------------------
+
+
+def test_top_k_bounds_the_hits() -> None:
+    index = RecallIndex.build([doc(f"m{n}", f"coffee number {n}") for n in range(30)])
+
+    assert len(rank(index, "coffee", top_k=5)) == 5
+    assert len(rank(index, "coffee", top_k=100)) == 30
+    assert rank(index, "coffee", top_k=0) == []
+    with pytest.raises(ValueError, match="top_k"):
+        rank(index, "coffee", top_k=-1)
+
+
+def test_only_matching_messages_are_returned_in_lexical_mode() -> None:
+    index = RecallIndex.build(conversation(vectors=False))
+
+    assert rank(index, "dentist appointment", top_k=10, mode="lexical") == []
+
+
+@pytest.mark.parametrize("query", ["", "   ", "?!", "the and of it", "When was it?"])
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_a_query_without_searchable_words_raises_empty_search_query(query: str, mode: str) -> None:
+    index = RecallIndex.build(conversation(vectors=True))
+    with pytest.raises(EmptySearchQuery):
+        rank(index, query, top_k=3, mode=mode, query_vector=_unit([1.0, 0.0, 0.0]))  # type: ignore[arg-type]
+
+
+def test_an_empty_index_returns_nothing() -> None:
+    index = RecallIndex.build([])
+
+    assert rank(index, "anything", top_k=5) == []
+    assert index.memory_bytes() > 0
+
+
+def test_since_and_until_filter_by_time() -> None:
+    docs = [
+        doc("old", "tea time", created_at=datetime(2022, 1, 5, tzinfo=UTC)),
+        doc("new", "tea time", created_at=datetime(2024, 1, 5)),  # naive: taken as UTC
+        doc("undated", "tea time"),
+    ]
+    index = RecallIndex.build(docs)
+
+    assert ids(rank(index, "tea", top_k=5)) == ["old", "new", "undated"]
+    assert ids(rank(index, "tea", top_k=5, since=datetime(2023, 1, 1, tzinfo=UTC))) == ["new"]
+    assert ids(rank(index, "tea", top_k=5, until=datetime(2023, 1, 1))) == ["old"]
+
+
+def test_duplicate_ids_are_refused() -> None:
+    with pytest.raises(ValueError, match="unique"):
+        RecallIndex.build([doc("m1", "one"), doc("m1", "two")])
+
+
+def test_memory_bytes_grows_with_the_index() -> None:
+    small = RecallIndex.build([doc(f"m{n}", f"note {n} about topic {n % 7}") for n in range(10)])
+    large = RecallIndex.build([doc(f"m{n}", f"note {n} about topic {n % 7}") for n in range(1000)])
+
+    assert large.memory_bytes() > 10 * small.memory_bytes() / 2
+    assert large.memory_bytes() > small.memory_bytes()
+
+
+# --- dates -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("What happened on 13 October, 2023?", [DateTarget(year=2023, month=10, day=13)]),
+        ("plans for October 13, 2023", [DateTarget(year=2023, month=10, day=13)]),
+        ("what did she do in July 2022", [DateTarget(year=2022, month=7)]),
+        ("any trips in June?", [DateTarget(year=None, month=6)]),
+        ("what changed in 2023", [DateTarget(year=2023)]),
+        ("may I ask about my plans", []),
+        ("no date here", []),
+    ],
+)
+def test_it_reads_the_dates_a_query_names(query: str, expected: list[DateTarget]) -> None:
+    assert parse_query_dates(query) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I saw her yesterday", True),
+        ("we moved two years ago", True),
+        ("next weekend we fly", True),
+        ("a few days later it rained", True),
+        ("back in 2019", True),
+        ("every Saturday morning", True),
+        ("in May we married", True),
+        ("I may be late", False),
+        ("the soup was cold", False),
+    ],
+)
+def test_it_flags_time_expressions(text: str, expected: bool) -> None:
+    assert has_time_expression(text) is expected
