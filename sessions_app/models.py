@@ -63,6 +63,9 @@ class Session(TenantOwnedModel):
     extracted_seq = models.PositiveBigIntegerField(default=0)
     # One pending extraction task per session, as summary_requested_at is for summaries.
     extraction_requested_at = models.DateTimeField(null=True, blank=True)
+    # One pending embedding task per session: set by the append's own UPDATE, cleared by the
+    # task once every message has its vector.
+    embedding_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -328,3 +331,28 @@ class SubTask(TenantOwnedModel):
 
     def __str__(self) -> str:
         return self.subtask_id
+
+
+class MessageVector(TenantOwnedModel):
+    """A message's embedding, computed by a worker after the append (never on its path).
+
+    `model` names the embedder that made it: a vector of another model counts as missing, so a
+    model change re-embeds. `end_user` repeats the session's person so that loading one
+    person's vectors is one index range.
+    """
+
+    message = models.OneToOneField(
+        Message, on_delete=models.CASCADE, primary_key=True, related_name="vector"
+    )
+    end_user = models.ForeignKey(
+        "accounts.EndUser", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    model = models.CharField(max_length=100)
+    vector = models.BinaryField(help_text="float32, little-endian, L2-normalised")
+    created_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "end_user"], name="messagevector_person")]
+
+    def __str__(self) -> str:
+        return f"{self.message_id} {self.model}"

@@ -19,7 +19,7 @@ from django.utils import timezone
 from memoryhub.core.after_response import after_response
 from sessions_app.models import Session
 
-PendingField = Literal["summary_requested_at", "extraction_requested_at"]
+PendingField = Literal["summary_requested_at", "extraction_requested_at", "embedding_requested_at"]
 
 
 def pending_claim(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from django.db import connections, router
-from django.db.models import Count, F, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from memoryhub.accounts.models import Tenant
@@ -258,9 +259,14 @@ def message_search(
     session_id: uuid.UUID | None = None,
     role: str | None = None,
     top_k: int = 10,
+    speaker: str | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
     ranker: Ranker = MESSAGE_RANKER,
 ) -> list[MessageHit]:
-    """Seed 000's cross-session search: "when did we talk about X", best match first.
+    """The database's full-text search over a tenant's messages ("when did we talk about X"),
+    best match first: the lexical search for callers with no one person (sessions_app.recall
+    ranks one person's history better). `speaker` keeps that participant's turns only.
 
     Raises EmptySearchQuery for a query with no searchable words.
     """
@@ -273,6 +279,12 @@ def message_search(
         candidates = candidates.filter(session_id=session_id)
     if role is not None:
         candidates = candidates.filter(role=role)
+    if speaker is not None:
+        candidates = candidates.filter(Q(name=speaker) | Q(name="", role=speaker))
+    if since is not None:
+        candidates = candidates.filter(created_at__gte=since)
+    if until is not None:
+        candidates = candidates.filter(created_at__lte=until)
     scored = ranker.rank(query=query, candidates=candidates, limit=top_k)
     by_id = Message.objects.for_tenant(tenant).in_bulk([item.id for item in scored])
     return [

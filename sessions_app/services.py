@@ -13,8 +13,10 @@ from django.utils import timezone
 from memoryhub.accounts.models import Actor, EndUser, Tenant
 from memoryhub.accounts.selectors import memory_disabled_anywhere, memory_policy_for
 from memoryhub.accounts.services import audited_delete, end_user_get_or_create
-from memoryhub.core.errors import Conflict, ResourceNotFound
+from memoryhub.core.after_response import after_response
+from memoryhub.core.errors import Conflict, InvalidInput, ResourceNotFound
 from memoryhub.core.tokens import count_tokens
+from sessions_app.embedding import embedding_enabled, embedding_enqueue
 from sessions_app.extraction import extraction_enabled, extraction_request
 from sessions_app.models import Message, MessageRole, Session, StateEntry
 from sessions_app.summaries import summary_due, summary_request
@@ -30,6 +32,19 @@ class MessageInput:
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: dt.datetime | None = None
     token_count: int | None = None
+
+
+# A client's clock may run a little ahead of ours: a given time up to this far ahead is stored as
+# now, so that a message appended later without a time never sorts before it.
+CREATED_AT_CLOCK_SKEW = dt.timedelta(minutes=5)
+
+
+class MessageInputInvalid(InvalidInput):
+    """InvalidInput about `field` of `messages[index]`: the API names the message of a batch."""
+
+    def __init__(self, *, index: int, field: str, message: str, code: str) -> None:
+        super().__init__(field=field, message=message, code=code)
+        self.index = index
 
 
 def message_inputs_counted(*, messages: list[MessageInput]) -> list[MessageInput]:
@@ -172,21 +187,33 @@ def message_append_batch(
 ) -> list[Message]:
     """Append messages in order with gapless seqs; all or none are written.
 
+    A message's `created_at` (a backfill, an import) must have a UTC offset, be no later than
+    now (within CREATED_AT_CLOCK_SKEW, stored as now), and not be earlier than the message
+    before it, in the batch or already stored: times are non-decreasing in seq order. A message
+    without one is stored at now. A refusal is a MessageInputInvalid naming the message.
+
     Returns the stored messages, or [] when the session's memory policy is off: then nothing is
     written and nothing fails (seed 004). Raises ResourceNotFound for a session that is not the
     tenant's. Summarization and fact extraction are only requested here (a flag and, after
     commit, an enqueue); the LLM is never on this path.
     """
+    now = timezone.now()
+    times, first_given = _message_times(messages=messages, now=now)
     if not memory_enabled_for_session(tenant=tenant, session_id=session_id):
         return []
     counted = message_inputs_counted(messages=messages)
     tokens = sum(item.token_count or 0 for item in counted)
-    now = timezone.now()
     with transaction.atomic():
         claim = _claim_seqs(
             tenant=tenant, session_id=session_id, count=len(counted), tokens=tokens, now=now
         )
         first_seq = claim.first_seq
+        if first_given is not None and first_seq > 1:
+            # Read under the row lock the claim took, so no append can slip in between. Only a
+            # message bringing its own time pays for the read: `now` follows any stored time.
+            _check_not_before_previous(
+                session_id=session_id, time=times[first_given], index=first_given
+            )
         policy = memory_policy_for(tenant=tenant, agent_id=claim.agent_id)
         if claim.summary_requested_at is None and summary_due(
             token_count=claim.token_count,
@@ -198,6 +225,11 @@ def message_append_batch(
             # The only extra queries an append makes, once per summary or extraction: the
             # thresholds are known from the counters RETURNING handed back.
             summary_request(session_id=session_id)
+        if claim.embedding_requested:
+            transaction.on_commit(
+                lambda: after_response(lambda: embedding_enqueue(session_id=session_id)),
+                robust=True,
+            )
         if (
             claim.extraction_requested_at is None
             and claim.has_end_user
@@ -218,10 +250,67 @@ def message_append_batch(
                     tool_calls=item.tool_calls,
                     metadata=item.metadata,
                     token_count=item.token_count or 0,
-                    created_at=item.created_at or now,
+                    created_at=times[offset],
                 )
                 for offset, item in enumerate(counted)
             ]
+        )
+
+
+def _message_times(
+    *, messages: list[MessageInput], now: dt.datetime
+) -> tuple[list[dt.datetime], int | None]:
+    """The time each message is stored at, and the index of the first that brought its own."""
+    times: list[dt.datetime] = []
+    first_given: int | None = None
+    for index, item in enumerate(messages):
+        if item.created_at is None:
+            times.append(now)
+            continue
+        if timezone.is_naive(item.created_at):
+            raise MessageInputInvalid(
+                index=index,
+                field="created_at",
+                message="created_at needs a UTC offset.",
+                code="naive_datetime",
+            )
+        if item.created_at > now + CREATED_AT_CLOCK_SKEW:
+            raise MessageInputInvalid(
+                index=index,
+                field="created_at",
+                message="created_at is in the future.",
+                code="created_at_in_future",
+            )
+        time = min(item.created_at, now).astimezone(dt.UTC)
+        # Every stored time is at most now, so only a given time can come before its neighbour.
+        if times and time < times[-1]:
+            raise MessageInputInvalid(
+                index=index,
+                field="created_at",
+                message="created_at is before the previous message's time in this batch.",
+                code="created_at_out_of_order",
+            )
+        if first_given is None:
+            first_given = index
+        times.append(time)
+    return times, first_given
+
+
+def _check_not_before_previous(*, session_id: uuid.UUID, time: dt.datetime, index: int) -> None:
+    previous = (
+        Message.objects.filter(session_id=session_id)
+        .order_by("-seq")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    if previous is not None and time < previous:
+        raise MessageInputInvalid(
+            index=index,
+            field="created_at",
+            message=(
+                f"created_at is before the session's previous message ({previous.isoformat()})."
+            ),
+            code="created_at_out_of_order",
         )
 
 
@@ -237,6 +326,7 @@ class _Claim:
     # Raw, unconverted columns, only ever compared with None.
     summary_requested_at: object
     extraction_requested_at: object
+    embedding_requested: bool  # this append set Session.embedding_requested_at
 
 
 def _claim_seqs(
@@ -255,16 +345,24 @@ def _claim_seqs(
     quote = connection.ops.quote_name
     prep_id = meta.pk.get_db_prep_value(session_id, connection)
     prep_now = meta.get_field("last_active_at").get_db_prep_value(now, connection)
+    # With an embedder, the same UPDATE requests the session's embedding (unless a request is
+    # pending) and says whether it was this append that requested it: no extra round trip.
+    embed = embedding_enabled()
+    request_embedding = (
+        ", embedding_requested_at = COALESCE(embedding_requested_at, %s)" if embed else ""
+    )
     sql = (
         f"UPDATE {quote(meta.db_table)} SET "  # noqa: S608 (identifiers from model metadata)
         "last_seq = last_seq + %s, message_count = message_count + %s, "
-        "token_count = token_count + %s, last_active_at = %s, updated_at = %s "
+        f"token_count = token_count + %s, last_active_at = %s, updated_at = %s{request_embedding} "
         "WHERE id = %s AND tenant_id = %s "
         "RETURNING last_seq, token_count, summarized_tokens, summarized_seq, agent_id, "
-        "end_user_id, summary_requested_at, extraction_requested_at"
+        "end_user_id, summary_requested_at, extraction_requested_at, "
+        "embedding_requested_at = %s"
     )
+    params = [count, count, tokens, prep_now, prep_now, *([prep_now] if embed else [])]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [count, count, tokens, prep_now, prep_now, prep_id, tenant.pk])
+        cursor.execute(sql, [*params, prep_id, tenant.pk, prep_now])
         row = cursor.fetchone()
     if row is None:
         raise ResourceNotFound("No such session.")
@@ -278,6 +376,7 @@ def _claim_seqs(
         has_end_user=row[5] is not None,
         summary_requested_at=row[6],
         extraction_requested_at=row[7],
+        embedding_requested=embed and bool(row[8]),
     )
 
 

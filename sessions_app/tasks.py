@@ -10,7 +10,7 @@ from celery import Task, shared_task
 from django.conf import settings
 
 from memoryhub.llm import LLMPermanentError, LLMTransientError
-from sessions_app import extraction, summaries
+from sessions_app import embedding, extraction, summaries
 
 logger = logging.getLogger(__name__)
 
@@ -106,3 +106,43 @@ def extract_session_facts(self: Task, session_id: str) -> int | None:
 def extraction_sweep() -> int:
     """Beat: re-enqueue extraction requests whose task was lost."""
     return extraction.extraction_sweep()
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(LLMTransientError,),
+    retry_backoff=True,
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=SUMMARIZE_MAX_RETRIES,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+)
+def embed_session_messages(self: Task, session_id: str) -> int | None:
+    """Embed the session's messages that have no vector of the current model yet; returns how
+    many were embedded.
+
+    Idempotent: a vector is keyed by its message, so a redelivered task rewrites the same rows.
+    A remote embedder's transient errors are retried with backoff; a permanent one leaves the
+    request set for the sweep. Exits quietly when the session is gone.
+    """
+    try:
+        pk = uuid.UUID(session_id)
+    except ValueError:
+        logger.warning("embed_session_messages: not a session id: %r", session_id)
+        return None
+    try:
+        done = embedding.message_vectors_compute(session_id=pk)
+    except LLMPermanentError as error:
+        logger.warning("embed_session_messages %s: %s", session_id, error)
+        return None
+    embedding.embedding_request_finish(session_id=pk)
+    return done
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def embeddings_sweep() -> int:
+    """Beat: re-enqueue embedding requests whose task was lost."""
+    return embedding.embeddings_sweep()

@@ -43,7 +43,11 @@ from memoryhub.accounts.models import (
     MemoryPolicy,
     Tenant,
 )
-from memoryhub.accounts.services import audit_event_record, deleted_kinds
+from memoryhub.accounts.services import (
+    audit_event_record,
+    deleted_kinds,
+    end_user_recall_touch,
+)
 from sessions_app.models import (
     FINISHED_PLAN_STATUSES,
     Message,
@@ -202,6 +206,12 @@ def conversations_prune(
             batch_size=batch_size,
             counts=counts,
             progress=progress,
+        )
+    if counts[_kind(Message)]:
+        # Search indexes hold these messages: tell them (a deleted session alone they notice).
+        end_user_recall_touch(
+            tenant=scope.tenant,
+            end_user_ids=None if scope.end_user is None else [scope.end_user.pk],
         )
     return counts
 

@@ -29,7 +29,8 @@ from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.pages import htmx_partial
 from memoryhub.core.search import EmptySearchQuery
 from sessions_app.models import Message, MessageRole, Session
-from sessions_app.selectors import message_search, session_get_for_tenant
+from sessions_app.recall import messages_search
+from sessions_app.selectors import MessageHit, session_get_for_tenant
 
 TOP_K_STEPS = (10, 25, 50, TOP_K_MAX)
 
@@ -48,6 +49,16 @@ class SearchForm(FactFilterForm):
     )
     role = forms.ChoiceField(
         label="Role", choices=[("", "Any"), *MessageRole.choices], required=False
+    )
+    mode = forms.ChoiceField(
+        label="Messages by",
+        choices=[
+            ("hybrid", "Words and meaning"),
+            ("lexical", "Words only"),
+            ("semantic", "Meaning only"),
+        ],
+        required=False,
+        help_text="Meaning needs a person (or a session that has one).",
     )
 
     def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
@@ -133,14 +144,19 @@ def _fact_results(form: SearchForm, tenant: Tenant, top_k: int) -> list[FactResu
 
 def _message_results(form: SearchForm, tenant: Tenant, top_k: int) -> list[MessageResult]:
     data = form.cleaned_data
-    hits = message_search(
+    mode = data.get("mode") or "hybrid"
+    if mode == "semantic" and not (data.get("user_id") or data.get("session_id")):
+        mode = "hybrid"  # meaning needs one person's history; the words still search all
+    found = messages_search(
         tenant=tenant,
         query=data["q"],
+        mode=mode,
         user_id=data.get("user_id") or None,
         session_id=data.get("session_id"),
         role=data.get("role") or None,
         top_k=top_k,
     )
+    hits = [MessageHit(message=item.message, score=item.hit.score) for item in found.hits]
     # Who each hit's session belongs to, in one query for all of them.
     owners = dict(
         Session.objects.for_tenant(tenant)

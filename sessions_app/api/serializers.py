@@ -25,6 +25,7 @@ from sessions_app.models import (
     StateEntry,
     TaskContext,
 )
+from sessions_app.services import CREATED_AT_CLOCK_SKEW
 
 
 def _metadata_field() -> serializers.DictField:
@@ -129,6 +130,19 @@ class MessageInputSerializer(serializers.Serializer[Any]):
     tool_call_id = StrictCharField(required=False, allow_blank=True, max_length=128, default="")
     tool_calls = ToolCallSerializer(many=True, required=False, allow_null=True)
     metadata = _metadata_field()
+    # Naive values are taken as UTC, like every other time the API reads (USE_TZ, TIME_ZONE=UTC).
+    created_at = serializers.DateTimeField(
+        required=False,
+        allow_null=True,
+        default_timezone=dt.UTC,
+        help_text=(
+            "When it was said, for a backfill or an import (ISO 8601; without an offset it is "
+            "UTC); omitted or null means now. Not in the future (a time up to "
+            f"{CREATED_AT_CLOCK_SKEW.seconds // 60} minutes ahead, clock skew, is stored as now), "
+            "and not before the message before it, in the batch or already in the session "
+            "(`created_at_in_future`, `created_at_out_of_order`)."
+        ),
+    )
 
     def validate_content(self, value: str | None) -> str:
         value = value or ""

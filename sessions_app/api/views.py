@@ -33,12 +33,12 @@ from memoryhub.accounts.idempotency import (
     run_idempotent,
 )
 from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH
-from memoryhub.accounts.selectors import end_user_get_for_tenant, memory_policy_for
+from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.fields import StrictCharField
 from memoryhub.core.limits import limit
 from memoryhub.core.search import EmptySearchQuery
-from sessions_app import selectors, services
+from sessions_app import recall, selectors, services
 from sessions_app.api.filters import SessionFilter
 from sessions_app.api.serializers import (
     MessageBatchInputSerializer,
@@ -242,7 +242,8 @@ class SessionMessagesView(TenantScopedAPIView):
         description=(
             "Seqs are assigned in order, gapless, under concurrent appends. Send an "
             "`Idempotency-Key` header to make retries safe: a replay returns the first response "
-            "and writes nothing; the same key with a different body is a 422."
+            "and writes nothing; the same key with a different body is a 422. A message may "
+            "carry its own `created_at` (a backfill): times never run backwards in seq order."
         ),
         parameters=[SESSION_ID_PARAMETER, IDEMPOTENCY_KEY_PARAMETER],
         request=MESSAGE_APPEND_REQUEST,
@@ -290,15 +291,28 @@ class SessionMessagesView(TenantScopedAPIView):
             )
             return Performed(status.HTTP_201_CREATED, body, owner)
 
-        return idempotent_response(
-            run_idempotent(
+        try:
+            outcome = run_idempotent(
                 tenant=self.tenant,
                 key=key,
                 scope="sessions.messages.append",
                 fingerprint=request_fingerprint({"session": str(session_pk), "body": request.data}),
                 perform=perform,
             )
-        )
+        except services.MessageInputInvalid as error:
+            if not is_batch:
+                raise
+            # Named like the serializer names a bad message of a batch: messages → index → field.
+            raise exceptions.ValidationError(
+                {
+                    "messages": {
+                        str(error.index): {
+                            error.field: [exceptions.ErrorDetail(error.message, error.code)]
+                        }
+                    }
+                }
+            ) from None
+        return idempotent_response(outcome)
 
     @staticmethod
     def _validated_messages(data: Any, *, is_batch: bool) -> list[dict[str, Any]]:
@@ -405,22 +419,56 @@ class MessageSearchQuerySerializer(serializers.Serializer[Any]):
     session_id = serializers.UUIDField(required=False)
     role = serializers.ChoiceField(choices=MessageRole.choices, required=False)
     top_k = serializers.IntegerField(required=False, min_value=1, max_value=100, default=10)
+    mode = serializers.ChoiceField(
+        choices=recall.MODES,
+        default="hybrid",
+        help_text=(
+            "hybrid: words (BM25 over each turn with its neighbours) fused with meaning (a "
+            "MiniLM embedding) plus priors; lexical: words only; semantic: meaning only. "
+            "hybrid and semantic search one person's history: give user_id, or a session_id "
+            "of a session that has a person. Without a person the search is lexical."
+        ),
+    )
+    speaker = StrictCharField(
+        required=False,
+        max_length=128,
+        help_text="Favour this participant's turns (a message's `name`, else its role).",
+    )
+    since = serializers.DateTimeField(required=False, help_text="Only messages at or after.")
+    until = serializers.DateTimeField(required=False, help_text="Only messages at or before.")
+
+
+class MessageSearchSignalsSerializer(serializers.Serializer[Any]):
+    lexical = serializers.BooleanField()
+    semantic = serializers.BooleanField()
+    speaker = serializers.BooleanField()
+    date = serializers.BooleanField()
+    when = serializers.BooleanField()
 
 
 class MessageSearchHitSerializer(serializers.Serializer[Any]):
     score = serializers.FloatField()
+    lexical_score = serializers.FloatField(allow_null=True)
+    dense_score = serializers.FloatField(allow_null=True)
+    signals = MessageSearchSignalsSerializer()
     message = MessageOutputSerializer()
 
 
 class MessageSearchResultSerializer(serializers.Serializer[Any]):
+    mode = serializers.ChoiceField(choices=recall.MODES, help_text="The mode that ran.")
     results = MessageSearchHitSerializer(many=True)
 
 
 class MessageSearchView(TenantScopedAPIView):
     @extend_schema(
         operation_id="messages_search",
-        summary="Search messages across a person's sessions: which session, which seq",
-        description="Any word of `q` may match (OR), stemmed; best match first.",
+        summary="Search a person's past turns: which session, which seq",
+        description=(
+            "Hybrid by default: any word of `q` may match (stemmed, weighted by how rare it is "
+            "in this person's history), fused with the meaning of `q`, and lifted by the "
+            "turn's neighbours, its conversation, the speaker and the dates `q` names. A turn "
+            "not embedded yet is still found by its words. Best match first."
+        ),
         parameters=[MessageSearchQuerySerializer],
         responses=MessageSearchResultSerializer,
     )
@@ -428,18 +476,33 @@ class MessageSearchView(TenantScopedAPIView):
         query = MessageSearchQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = dict(query.validated_data)
-        if "user_id" in params:
-            end_user_get_for_tenant(tenant=self.tenant, external_id=params["user_id"])
-        if "session_id" in params:
-            selectors.session_get_for_tenant(tenant=self.tenant, session_id=params["session_id"])
         try:
-            hits = selectors.message_search(tenant=self.tenant, query=params.pop("q"), **params)
+            found = recall.messages_search(
+                tenant=self.tenant,
+                query=params["q"],
+                mode=params["mode"],
+                top_k=params["top_k"],
+                user_id=params.get("user_id"),
+                session_id=params.get("session_id"),
+                role=params.get("role"),
+                speaker=params.get("speaker"),
+                since=params.get("since"),
+                until=params.get("until"),
+            )
         except EmptySearchQuery as error:
             raise exceptions.ValidationError({"q": [str(error)]}) from None
         return Response(
             {
+                "mode": found.mode,
                 "results": [
-                    {"score": hit.score, "message": message_data(hit.message)} for hit in hits
-                ]
+                    {
+                        "score": item.hit.score,
+                        "lexical_score": item.hit.lexical_score,
+                        "dense_score": item.hit.dense_score,
+                        "signals": item.hit.signals.as_dict(),
+                        "message": message_data(item.message),
+                    }
+                    for item in found.hits
+                ],
             }
         )

@@ -12,6 +12,7 @@ from memoryhub.accounts.models import AuditAction, AuditEvent, EndUser, Idempote
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.transfer.export import EXPORT_FORMAT, EXPORT_SCHEMA_VERSION
 from sessions_app import services as session_services
+from sessions_app.embedding import message_vectors_compute
 from sessions_app.models import Message, Session, StateEntry
 from sessions_app.services import MessageInput
 from sessions_app.summaries import summary_set
@@ -35,6 +36,7 @@ def remember_everything(tenant, user_id: str) -> EndUser:
             MessageInput(role="assistant", content="Noted"),
         ],
     )
+    message_vectors_compute(session_id=session.pk)  # what the worker does after the append
     session_services.state_set(
         tenant=tenant, session_id=session.pk, key="working_memory", value={"a": 1}, cap=200
     )

@@ -1,11 +1,15 @@
+import datetime as dt
 import json
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from memoryhub.accounts.models import IdempotencyRecord
 from sessions_app.models import Message, Session
-from tests.conftest import error_code, error_fields
 from tests.factories import MessageFactory
+from tests.helpers import error_code, error_fields
 
 
 def messages_url(session) -> str:
@@ -391,3 +395,202 @@ def test_the_fast_message_output_matches_the_documented_serializer(api, session)
     message = Message.objects.get(session=session)
 
     assert message_data(message) == dict(MessageOutputSerializer(message).data)
+
+
+class TestBackfilledTimes:
+    """A message may bring its own created_at (an import, a bot backfilling history)."""
+
+    T1 = "2025-03-01T08:00:00Z"
+    T2 = "2025-03-01T09:00:00Z"
+    T3 = "2025-03-01T10:00:00Z"
+
+    def test_it_stores_and_returns_a_past_time(self, api, session):
+        payload = {"role": "user", "content": "hi", "created_at": "2025-03-01T10:00:00+02:00"}
+
+        response = append(api, session, payload)
+
+        assert response.status_code == 201
+        assert response.json()["created_at"] == self.T1
+        stored = Message.objects.get(session=session).created_at
+        assert stored == dt.datetime(2025, 3, 1, 8, 0, tzinfo=dt.UTC)
+        assert api.get(messages_url(session)).json()["results"][0]["created_at"] == self.T1
+
+    def test_it_stores_a_batch_of_past_times_in_order(self, api, session):
+        batch = {
+            "messages": [
+                {"role": "user", "content": "a", "created_at": self.T1},
+                {"role": "assistant", "content": "b", "created_at": self.T2},
+                {"role": "user", "content": "c"},
+            ]
+        }
+
+        rows = append(api, session, batch).json()["messages"]
+
+        assert [row["created_at"] for row in rows[:2]] == [self.T1, self.T2]
+        assert rows[2]["created_at"] > self.T2
+
+    def test_it_takes_a_naive_time_as_utc(self, api, session):
+        response = append(
+            api, session, {"role": "user", "content": "hi", "created_at": "2025-03-01T08:00:00"}
+        )
+
+        assert response.status_code == 201
+        assert response.json()["created_at"] == self.T1
+
+    @pytest.mark.parametrize("created_at", [None, "omitted"])
+    def test_without_a_time_it_is_now(self, api, session, created_at):
+        payload = {"role": "user", "content": "hi"}
+        if created_at != "omitted":
+            payload["created_at"] = created_at
+        before = timezone.now()
+
+        response = append(api, session, payload)
+
+        stored = Message.objects.get(session=session).created_at
+        assert before <= stored <= timezone.now()
+        assert response.json()["created_at"] == stored.isoformat().replace("+00:00", "Z")
+
+    def test_it_refuses_a_time_in_the_future_and_writes_nothing(self, api, session):
+        later = (timezone.now() + dt.timedelta(hours=1)).isoformat()
+
+        response = append(api, session, {"role": "user", "content": "hi", "created_at": later})
+
+        assert response.status_code == 400
+        assert error_fields(response)["created_at"][0]["code"] == "created_at_in_future"
+        assert not Message.objects.exists()
+
+    def test_a_time_a_little_ahead_is_clock_skew_and_stored_as_now(self, api, session):
+        ahead = (timezone.now() + dt.timedelta(minutes=2)).isoformat()
+
+        response = append(api, session, {"role": "user", "content": "hi", "created_at": ahead})
+        after = append(api, session, {"role": "user", "content": "next"})
+
+        assert response.status_code == 201
+        first, second = Message.objects.filter(session=session).order_by("seq")
+        assert first.created_at <= second.created_at <= timezone.now()
+        assert after.status_code == 201
+
+    def test_it_refuses_a_time_before_the_previous_message(self, api, session):
+        append(api, session, {"role": "user", "content": "a", "created_at": self.T2})
+
+        response = append(api, session, {"role": "user", "content": "b", "created_at": self.T1})
+
+        assert response.status_code == 400
+        assert error_code(response) == "validation_error"
+        assert error_fields(response)["created_at"][0]["code"] == "created_at_out_of_order"
+        assert Message.objects.count() == 1
+        session.refresh_from_db()
+        assert (session.last_seq, session.message_count) == (1, 1)
+
+    def test_a_batch_starting_before_the_previous_message_names_the_message(self, api, session):
+        append(api, session, {"role": "user", "content": "a", "created_at": self.T2})
+        batch = {
+            "messages": [
+                {"role": "user", "content": "b", "created_at": self.T1},
+                {"role": "assistant", "content": "c", "created_at": self.T3},
+            ]
+        }
+
+        response = append(api, session, batch)
+
+        assert response.status_code == 400
+        fields = error_fields(response)
+        assert fields["messages"]["0"]["created_at"][0]["code"] == "created_at_out_of_order"
+        assert Message.objects.count() == 1
+        session.refresh_from_db()
+        assert session.last_seq == 1
+
+    @pytest.mark.parametrize(
+        "times",
+        [
+            ["2025-03-01T08:00:00Z", "2025-03-01T10:00:00Z", "2025-03-01T09:00:00Z"],
+            ["2025-03-01T08:00:00Z", None, "2025-03-01T09:00:00Z"],
+        ],
+        ids=["given", "after_now"],
+    )
+    def test_a_batch_out_of_order_is_refused_and_writes_nothing(self, api, session, times):
+        batch = {
+            "messages": [
+                {"role": "user", "content": f"m{i}", "created_at": time}
+                for i, time in enumerate(times)
+            ]
+        }
+
+        response = append(api, session, batch)
+
+        assert response.status_code == 400
+        fields = error_fields(response)
+        assert fields["messages"]["2"]["created_at"][0]["code"] == "created_at_out_of_order"
+        assert not Message.objects.exists()
+        session.refresh_from_db()
+        assert session.last_seq == 0
+
+    def test_equal_times_are_in_order(self, api, session):
+        batch = {
+            "messages": [
+                {"role": "user", "content": "a", "created_at": self.T1},
+                {"role": "assistant", "content": "b", "created_at": self.T1},
+            ]
+        }
+
+        first = append(api, session, batch)
+        second = append(api, session, {"role": "user", "content": "c", "created_at": self.T1})
+
+        assert first.status_code == second.status_code == 201
+        assert Message.objects.filter(session=session).count() == 3
+
+    @pytest.mark.parametrize(
+        "created_at", ["yesterday", "2025-13-01T00:00:00Z", "0001-01-01T00:00:00+05:00", 1700000000]
+    )
+    def test_it_refuses_a_time_that_is_not_one(self, api, session, created_at):
+        response = append(api, session, {"role": "user", "content": "x", "created_at": created_at})
+
+        assert response.status_code == 400
+        assert "created_at" in error_fields(response)
+        assert not Message.objects.exists()
+
+    def test_an_idempotent_retry_with_a_time_still_replays(self, api, session):
+        payload = {
+            "messages": [
+                {"role": "user", "content": "a", "created_at": self.T1},
+                {"role": "assistant", "content": "b", "created_at": self.T2},
+            ]
+        }
+
+        first = append(api, session, payload, HTTP_IDEMPOTENCY_KEY="backfill-1")
+        # Run again, T1 would now be before the stored T2: the replay must not run it again.
+        replay = append(api, session, payload, HTTP_IDEMPOTENCY_KEY="backfill-1")
+
+        assert first.status_code == replay.status_code == 201
+        assert replay["Idempotent-Replayed"] == "true"
+        assert replay.json() == first.json()
+        assert Message.objects.filter(session=session).count() == 2
+
+    def test_a_refused_time_does_not_burn_the_idempotency_key(self, api, session):
+        append(api, session, {"role": "user", "content": "a", "created_at": self.T2})
+
+        bad = append(
+            api,
+            session,
+            {"role": "user", "content": "b", "created_at": self.T1},
+            HTTP_IDEMPOTENCY_KEY="k",
+        )
+        good = append(
+            api,
+            session,
+            {"role": "user", "content": "b", "created_at": self.T3},
+            HTTP_IDEMPOTENCY_KEY="k",
+        )
+
+        assert bad.status_code == 400
+        assert good.status_code == 201
+
+    def test_an_append_without_a_time_reads_no_message(self, api, session):
+        append(api, session, {"role": "user", "content": "a", "created_at": self.T1})
+        table = Message._meta.db_table
+
+        with CaptureQueriesContext(connection) as queries:
+            append(api, session, {"role": "user", "content": "b"})
+
+        reads = [q["sql"] for q in queries if q["sql"].startswith("SELECT") and table in q["sql"]]
+        assert reads == []

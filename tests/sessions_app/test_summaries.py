@@ -23,6 +23,13 @@ TOKENS_PER_MESSAGE = 10
 
 
 @pytest.fixture(autouse=True)
+def _no_embeddings(settings):
+    # These tests count the summary's enqueues after commit; an append's embedding request is
+    # another one (tested in test_message_recall.py).
+    settings.EMBEDDINGS_BACKEND = "off"
+
+
+@pytest.fixture(autouse=True)
 def small_threshold(settings):
     settings.SUMMARY_THRESHOLD_TOKENS = THRESHOLD
     settings.SUMMARY_KEEP_RECENT = KEEP

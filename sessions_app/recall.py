@@ -1,0 +1,325 @@
+"""Recall over a person's messages: the hybrid search of memoryhub.core.recall, fed from the
+database and cached per process.
+
+The database is the source of truth and does the filtering (tenant, person); the ranking runs
+here, over an in-process index of the person's messages (with their vectors, where the worker
+has made them). The index is a cache: before each use one query reads the person's version
+token — their `recall_version` (bumped by deletes, purges and new vectors) and their sessions'
+count and summed `last_seq` (moved by every append, which so writes nothing extra) — and a
+different token rebuilds it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from django.conf import settings
+from django.db import connection
+
+from memoryhub.accounts.models import EndUser, Tenant
+from memoryhub.accounts.selectors import end_user_get_for_tenant
+from memoryhub.core.after_response import after_response
+from memoryhub.core.errors import InvalidInput
+from memoryhub.core.recall import Hit, RecallDoc, RecallIndex, Signals, rank
+from memoryhub.core.recall.analyzer import query_terms
+from memoryhub.core.recall.cache import IndexCache
+from memoryhub.core.search import EmptySearchQuery
+from memoryhub.llm.embeddings import (
+    EmbeddingError,
+    embed_query_cached,
+    get_embedder,
+    matrix_from_bytes,
+)
+from sessions_app.models import Message, MessageVector, Session
+from sessions_app.selectors import message_search, session_get_for_tenant
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["hybrid", "lexical", "semantic"]
+MODES: tuple[Mode, ...] = ("hybrid", "lexical", "semantic")
+Token = tuple[int, int, int]
+
+
+@cache
+def index_cache() -> IndexCache:
+    return IndexCache(max_bytes=int(settings.RECALL_CACHE_MAX_BYTES))
+
+
+def passage_text(*, speaker: str, content: str) -> str:
+    """What is embedded for a message: the study's "<speaker>: <text>"."""
+    return f"{speaker}: {content}" if speaker else content
+
+
+def speaker_of(*, name: str, role: str) -> str:
+    return name or role
+
+
+def recall_token(*, tenant_id: int, end_user_id: int) -> Token | None:
+    """The person's version token, or None when the person is gone (erased)."""
+    enduser = EndUser._meta.db_table
+    session = Session._meta.db_table
+    quote = connection.ops.quote_name
+    sql = (
+        f"SELECT e.recall_version, COUNT(s.id), COALESCE(SUM(s.last_seq), 0) "  # noqa: S608
+        f"FROM {quote(enduser)} e LEFT JOIN {quote(session)} s "
+        "ON s.end_user_id = e.id AND s.tenant_id = e.tenant_id "
+        "WHERE e.id = %s AND e.tenant_id = %s GROUP BY e.id, e.recall_version"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [end_user_id, tenant_id])
+        row = cursor.fetchone()
+    return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
+
+
+def _model_name() -> str | None:
+    embedder = get_embedder()
+    return None if embedder is None else embedder.model_name
+
+
+def _docs_for_person(*, tenant_id: int, end_user_id: int) -> list[RecallDoc]:
+    rows = (
+        Message.objects.filter(tenant_id=tenant_id, session__end_user_id=end_user_id)
+        .order_by("created_at", "id")
+        .values_list(
+            "id", "session_id", "seq", "content", "name", "role", "created_at", "token_count"
+        )
+    )
+    vectors: dict[int, Any] = {}
+    model = _model_name()
+    if model is not None:
+        stored = list(
+            MessageVector.objects.filter(
+                tenant_id=tenant_id, end_user_id=end_user_id, model=model
+            ).values_list("message_id", "vector")
+        )
+        if stored:
+            embedder = get_embedder()
+            assert embedder is not None
+            matrix = matrix_from_bytes([blob for _, blob in stored], dimensions=embedder.dimensions)
+            vectors = {message_id: matrix[i] for i, (message_id, _) in enumerate(stored)}
+    return [
+        RecallDoc(
+            id=message_id,
+            session_key=session_id,
+            position=seq,
+            text=content,
+            speaker=speaker_of(name=name, role=role),
+            created_at=created_at,
+            token_count=token_count,
+            vector=vectors.get(message_id),
+        )
+        for message_id, session_id, seq, content, name, role, created_at, token_count in rows
+    ]
+
+
+def person_index(
+    *, tenant_id: int, end_user_id: int, accept_newer_appends: bool = False
+) -> RecallIndex | None:
+    """The person's index, fresh as of the token read now; None when the person is gone.
+
+    `accept_newer_appends` (the context's relevant history, which never shows the newest turns
+    of its own session anyway) takes a cached index that lacks only the latest appends, and
+    rebuilds it after the response instead of before it.
+    """
+    key = ("messages", tenant_id, end_user_id)
+    cache_ = index_cache()
+    token = recall_token(tenant_id=tenant_id, end_user_id=end_user_id)
+    if token is None:
+        cache_.discard(key)
+        return None
+    if accept_newer_appends:
+        cached = cache_.peek(key)
+        if cached is not None and cached[0] != token:
+            old = cached[0]
+            assert isinstance(old, tuple)
+            if old[0] == token[0] and old[1] == token[1] and old[2] <= token[2]:
+
+                def refresh() -> None:
+                    person_index(tenant_id=tenant_id, end_user_id=end_user_id)
+
+                after_response(refresh)
+                return cached[1]
+    return cache_.get_or_build(
+        key,
+        token=token,
+        build=lambda: RecallIndex.build(
+            _docs_for_person(tenant_id=tenant_id, end_user_id=end_user_id)
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class MessageRecall:
+    message: Message
+    hit: Hit
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    mode: Mode  # the mode that ran: hybrid without any vector yet runs as lexical
+    hits: list[MessageRecall]
+
+
+def _query_vector(*, query: str, index: RecallIndex, mode: Mode) -> Any:
+    if mode == "lexical" or not index.has_vectors:
+        return None
+    try:
+        return embed_query_cached(query)
+    except EmbeddingError:
+        # The query embedder failing (a remote endpoint down) degrades to lexical, not 5xx.
+        logger.warning("recall: the query could not be embedded; lexical only", exc_info=True)
+        return None
+
+
+def message_recall(
+    *,
+    tenant: Tenant,
+    end_user: EndUser,
+    query: str,
+    mode: Mode = "hybrid",
+    top_k: int = 10,
+    speaker: str | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    session_id: uuid.UUID | None = None,
+    role: str | None = None,
+    exclude_ids: Sequence[int] = (),
+    accept_newer_appends: bool = False,
+) -> RecallResult:
+    """The person's messages best matching `query`, best first (memoryhub.core.recall.rank).
+
+    `session_id`/`role` narrow the hits; `exclude_ids` drops messages the caller already shows.
+    Raises EmptySearchQuery for a query with no searchable word.
+    """
+    index = person_index(
+        tenant_id=tenant.pk, end_user_id=end_user.pk, accept_newer_appends=accept_newer_appends
+    )
+    if index is None or len(index) == 0:
+        rank_empty_check(query)
+        return RecallResult(mode="lexical" if mode == "hybrid" else mode, hits=[])
+    query_vector = _query_vector(query=query, index=index, mode=mode)
+    if mode == "semantic" and query_vector is None:
+        rank_empty_check(query)
+        return RecallResult(mode="semantic", hits=[])
+    ran: Mode = mode if (mode != "hybrid" or query_vector is not None) else "lexical"
+    filtered = session_id is not None or role is not None or bool(exclude_ids)
+    excluded = set(exclude_ids)
+    want = top_k
+    while True:
+        # With filters applied after ranking, ask for more than top_k, then all if still short.
+        fetch = min(len(index), max(want * 5, 100)) if filtered else want
+        hits = rank(
+            index,
+            query,
+            top_k=fetch,
+            mode=ran,
+            query_vector=query_vector,
+            speaker=speaker,
+            since=since,
+            until=until,
+        )
+        by_id = Message.objects.filter(tenant=tenant).in_bulk([hit.id for hit in hits])
+        found = [
+            MessageRecall(message=by_id[hit.id], hit=hit)
+            for hit in hits
+            if hit.id in by_id
+            and hit.id not in excluded
+            and (session_id is None or by_id[hit.id].session_id == session_id)
+            and (role is None or by_id[hit.id].role == role)
+        ]
+        if len(found) >= top_k or fetch >= len(index) or len(hits) < fetch:
+            return RecallResult(mode=ran, hits=found[:top_k])
+        want = len(index)
+
+
+def messages_search(
+    *,
+    tenant: Tenant,
+    query: str,
+    mode: Mode = "hybrid",
+    top_k: int = 10,
+    user_id: str | None = None,
+    session_id: uuid.UUID | None = None,
+    role: str | None = None,
+    speaker: str | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+) -> RecallResult:
+    """The message search behind the API and the search page.
+
+    With one person — `user_id`, or the person of `session_id` — it is `message_recall` in the
+    mode asked for. Without (a tenant-wide search, a session with no person) it is the
+    database's full-text search, lexical, over every message the filters allow. Raises
+    ResourceNotFound for an unknown person or session, InvalidInput for a semantic search
+    without a person, EmptySearchQuery for a query with no searchable word.
+    """
+    end_user = (
+        end_user_get_for_tenant(tenant=tenant, external_id=user_id) if user_id is not None else None
+    )
+    if session_id is not None:
+        session = session_get_for_tenant(tenant=tenant, session_id=session_id)
+        if end_user is None and session.end_user_id is not None:
+            end_user = EndUser.objects.get(pk=session.end_user_id)
+    if end_user is not None:
+        return message_recall(
+            tenant=tenant,
+            end_user=end_user,
+            query=query,
+            mode=mode,
+            top_k=top_k,
+            speaker=speaker,
+            since=since,
+            until=until,
+            session_id=session_id,
+            role=role,
+        )
+    if mode == "semantic":
+        raise InvalidInput(
+            field="mode",
+            message=(
+                "Semantic search reads one person's history: give user_id, or the session_id "
+                "of a session that has a person."
+            ),
+            code="person_required",
+        )
+    hits = message_search(
+        tenant=tenant,
+        query=query,
+        session_id=session_id,
+        role=role,
+        top_k=top_k,
+        speaker=speaker,
+        since=since,
+        until=until,
+    )
+    return RecallResult(
+        mode="lexical",
+        hits=[
+            MessageRecall(
+                message=hit.message,
+                hit=Hit(
+                    id=hit.message.pk,
+                    score=hit.score,
+                    lexical_score=hit.score,
+                    dense_score=None,
+                    signals=LEXICAL_ONLY,
+                ),
+            )
+            for hit in hits
+        ],
+    )
+
+
+LEXICAL_ONLY = Signals(lexical=True, semantic=False, speaker=False, date=False, when=False)
+
+
+def rank_empty_check(query: str) -> None:
+    """Raise EmptySearchQuery as rank would, for a person with nothing to rank."""
+    if not query_terms(query):
+        raise EmptySearchQuery("The query has no searchable words.")

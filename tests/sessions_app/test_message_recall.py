@@ -1,0 +1,224 @@
+"""Recall of a person's past turns through GET /messages/search/: found by its words at once,
+by its meaning once the worker has embedded it, never from another tenant or person, and never
+from a stale cache after an append, a delete, a purge or an erasure."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.core.management import call_command
+
+from memoryhub.accounts.models import EndUser
+from memoryhub.llm import embeddings
+from sessions_app import recall
+from sessions_app.models import Message, MessageVector, Session
+from tests.helpers import client_for, error_code
+
+SEARCH = "/api/v1/messages/search/"
+
+# Real commits: the append's embedding request is enqueued on commit, after the response, and
+# the eager "worker" then embeds, as a real worker would a moment later.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_recall_cache():
+    recall.index_cache().clear()
+    yield
+    recall.index_cache().clear()
+
+
+@pytest.fixture
+def owner(tenant, make_key):
+    return client_for(make_key(tenant, scopes=["read", "write", "purge"])[1])
+
+
+def chat(api, *, user_id: str, key: str, turns: list[tuple[str, str]], **message) -> str:
+    made = api.post("/api/v1/sessions/", {"user_id": user_id, "external_key": key}, format="json")
+    assert made.status_code in (200, 201), made.content
+    session_id = made.json()["id"]
+    response = api.post(
+        f"/api/v1/sessions/{session_id}/messages/",
+        {"messages": [{"role": role, "content": content, **message} for role, content in turns]},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    return session_id
+
+
+def search(api, **params):
+    response = api.get(SEARCH, params)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def contents(body) -> list[str]:
+    return [hit["message"]["content"] for hit in body["results"]]
+
+
+PUPPY = "We adopted a puppy last spring, a golden retriever called Biscuit."
+TURNS = [
+    ("user", "I spent the weekend repainting the kitchen."),
+    ("assistant", "Nice! What colour did you choose?"),
+    ("user", PUPPY),
+    ("assistant", "Biscuit is a lovely name."),
+    ("user", "My sister works as a nurse in Lisbon."),
+]
+
+
+def test_a_turn_is_found_by_its_words_at_once_and_by_its_meaning_once_embedded(owner, tenant):
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+
+    lexical = search(owner, q="golden retriever", user_id="ana", mode="lexical")
+    assert lexical["mode"] == "lexical"
+    assert contents(lexical)[0] == PUPPY
+    assert lexical["results"][0]["signals"]["lexical"] is True
+
+    # Tests run the worker eagerly after the response: every turn has its vector now.
+    assert MessageVector.objects.filter(tenant=tenant).count() == len(TURNS)
+    semantic = search(owner, q="does she have a dog?", user_id="ana", mode="semantic")
+    assert semantic["mode"] == "semantic"
+    assert contents(semantic)[0] == PUPPY
+    hybrid = search(owner, q="does she have a dog?", user_id="ana")
+    assert hybrid["mode"] == "hybrid"
+    assert contents(hybrid)[0] == PUPPY
+    assert hybrid["results"][0]["signals"]["semantic"] is True
+    # No word of the question is in the answer: words alone cannot find it.
+    assert PUPPY not in contents(
+        search(owner, q="does she have a dog?", user_id="ana", mode="lexical")
+    )
+
+
+def test_a_turn_without_its_vector_yet_is_still_found_by_its_words(owner, tenant, settings):
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    MessageVector.objects.filter(message__content=PUPPY).delete()
+    EndUser.objects.filter(tenant=tenant).update(recall_version=99)
+
+    hybrid = search(owner, q="golden retriever", user_id="ana")
+
+    assert hybrid["mode"] == "hybrid"
+    assert contents(hybrid)[0] == PUPPY
+    assert hybrid["results"][0]["signals"]["semantic"] is False
+
+
+def test_an_append_is_searchable_at_once_through_a_warm_cache(owner):
+    session_id = chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    assert search(owner, q="trombone", user_id="ana", mode="lexical")["results"] == []
+
+    owner.post(
+        f"/api/v1/sessions/{session_id}/messages/",
+        {"role": "user", "content": "I started trombone lessons."},
+        format="json",
+    )
+
+    # First; the turn before it follows, lifted by its neighbour (the window).
+    assert contents(search(owner, q="trombone", user_id="ana", mode="lexical"))[0] == (
+        "I started trombone lessons."
+    )
+
+
+@pytest.mark.parametrize("how", ["session_delete", "purge_session", "purge_user", "erase"])
+def test_deleted_history_never_comes_back_from_the_cache(owner, how):
+    session_id = chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    assert contents(search(owner, q="golden retriever", user_id="ana"))  # warm the cache
+
+    if how == "session_delete":
+        assert owner.delete(f"/api/v1/sessions/{session_id}/").status_code in (200, 204)
+    elif how == "purge_session":
+        body = {"scope": "session", "session_id": session_id}
+        assert owner.post("/api/v1/purge/", body, format="json").status_code == 200
+    elif how == "purge_user":
+        body = {"scope": "user", "user_id": "ana"}
+        assert owner.post("/api/v1/purge/", body, format="json").status_code == 200
+    else:
+        assert owner.delete("/api/v1/users/ana/").status_code in (200, 204)
+
+    response = owner.get(SEARCH, {"q": "golden retriever", "user_id": "ana"})
+    if response.status_code == 404:  # the person is gone
+        return
+    assert PUPPY not in contents(response.json())
+
+
+def test_retention_of_old_messages_empties_the_cache_entry(owner, tenant):
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    assert contents(search(owner, q="golden retriever", user_id="ana"))
+    old = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
+    Message.objects.filter(tenant=tenant).update(created_at=old)
+    Session.objects.filter(tenant=tenant).update(last_active_at=old)
+
+    call_command("prune_memory", "--no-progress")
+
+    response = owner.get(SEARCH, {"q": "golden retriever", "user_id": "ana"})
+    assert response.status_code == 200
+    assert response.json()["results"] == []
+
+
+def test_a_model_change_makes_old_vectors_missing_and_the_backfill_reembeds(
+    owner, tenant, monkeypatch
+):
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    MessageVector.objects.filter(tenant=tenant).update(model="an-older-model")
+
+    call_command("embed_memory", "--tenant", tenant.slug, "--no-progress")
+
+    assert set(MessageVector.objects.filter(tenant=tenant).values_list("model", flat=True)) == {
+        embeddings.get_embedder().model_name
+    }
+    assert MessageVector.objects.filter(tenant=tenant).count() == len(TURNS)
+
+
+def test_speaker_since_and_until(owner):
+    session_id = chat(
+        owner,
+        user_id="ana",
+        key="ana:1",
+        turns=[
+            ("user", "Caroline went hiking in June."),
+            ("assistant", "Melanie went hiking too."),
+        ],
+    )
+    body = search(owner, q="hiking", user_id="ana", speaker="assistant", mode="lexical")
+    assert contents(body)[0] == "Melanie went hiking too."
+    future = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).isoformat()
+    assert search(owner, q="hiking", user_id="ana", since=future)["results"] == []
+    assert len(search(owner, q="hiking", user_id="ana", until=future)["results"]) == 2
+    body = search(owner, q="hiking", session_id=session_id, mode="lexical")
+    assert len(body["results"]) == 2
+
+
+def test_a_person_is_searched_alone_and_an_outsider_finds_nothing(owner, outsider_api):
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    chat(owner, user_id="bo", key="bo:1", turns=[("user", "I also have a golden retriever.")])
+
+    for mode in ("hybrid", "lexical", "semantic"):
+        found = contents(search(owner, q="golden retriever", user_id="bo", mode=mode))
+        assert PUPPY not in found, mode
+        assert (
+            outsider_api.get(
+                SEARCH, {"q": "golden retriever", "user_id": "ana", "mode": mode}
+            ).status_code
+            == 404
+        )
+    tenant_wide = outsider_api.get(SEARCH, {"q": "golden retriever"})
+    assert tenant_wide.status_code == 200
+    assert tenant_wide.json()["results"] == []
+
+
+def test_semantic_needs_a_person(owner):
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+
+    response = owner.get(SEARCH, {"q": "a dog", "mode": "semantic"})
+
+    assert response.status_code == 400
+    assert error_code(response) == "validation_error"
+    assert response.json()["error"]["fields"]["mode"][0]["code"] == "person_required"
+
+
+def test_without_a_person_the_search_is_lexical_over_the_tenant(owner):
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+
+    body = search(owner, q="golden retriever")
+
+    assert body["mode"] == "lexical"
+    assert contents(body) == [PUPPY]
