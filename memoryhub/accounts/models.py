@@ -86,6 +86,11 @@ class EndUser(TenantOwnedModel):
     display_name = models.CharField(max_length=200, blank=True, default="")
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Bumped by every change to what recall indexes of this person other than an append (a new
+    # vector, an edit, a delete, a purge): the in-process search indexes compare it to know
+    # they are stale. Appends are seen through the sessions' counters instead, so the append
+    # path writes nothing here.
+    recall_version = models.PositiveBigIntegerField(default=0, editable=False)
 
     class Meta:
         constraints = [
@@ -284,6 +289,17 @@ class MemoryPolicy(models.Model):
     )
     context_max_messages = models.PositiveIntegerField(default=20)
     context_max_memories = models.PositiveIntegerField(default=50)
+    recall_enabled = models.BooleanField(
+        default=True,
+        help_text=(
+            "Relevant history in the context: the person's earlier turns that match the "
+            "question, from other sessions and this session's older part."
+        ),
+    )
+    context_history_tokens = models.PositiveIntegerField(
+        default=1500,
+        help_text="The relevant-history section's share of the context budget, in tokens.",
+    )
     retention_days = models.PositiveIntegerField(
         null=True,
         blank=True,

@@ -225,3 +225,12 @@ def memory_policy_save(
             detail={"agent_id": policy.agent_id, "changes": changes},
         )
     return policy
+
+
+def end_user_recall_touch(*, tenant: Tenant, end_user_ids: Iterable[int] | None = None) -> int:
+    """Tell the search indexes that what they hold of these people (or of all the tenant's
+    people) changed: deleted, edited or newly embedded rows. Appends need no touch."""
+    people = EndUser.objects.filter(tenant=tenant)
+    if end_user_ids is not None:
+        people = people.filter(pk__in=list(end_user_ids))
+    return people.update(recall_version=models.F("recall_version") + 1)
