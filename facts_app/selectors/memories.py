@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from django.db import connections, router
@@ -88,4 +89,11 @@ def memory_versions(*, memory: UserMemory) -> QuerySet[UserMemoryVersion]:
     """Earlier texts, newest first (the current text is the memory itself)."""
     return UserMemoryVersion.objects.filter(tenant_id=memory.tenant_id, memory=memory).order_by(
         "-version"
+    )
+
+
+def memories_expired(*, tenant: Tenant, now: dt.datetime) -> QuerySet[UserMemory]:
+    """Memories past their `expires_at` and not pinned: what retention removes."""
+    return UserMemory.objects.for_tenant(tenant).filter(
+        pinned=False, expires_at__isnull=False, expires_at__lte=now
     )

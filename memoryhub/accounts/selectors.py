@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from memoryhub.accounts.models import (
     API_KEY_DISPLAY_PREFIX,
     ApiKey,
     EndUser,
+    IdempotencyRecord,
     MemoryPolicy,
     Tenant,
     end_user_id_is_storable,
@@ -96,3 +99,10 @@ def memory_disabled_anywhere(*, tenant_id: int) -> bool:
     return any(
         not policy.memory_enabled for policy in _tenant_policies(tenant_id=tenant_id).values()
     )
+
+
+def idempotency_records_before(
+    *, tenant: Tenant, cutoff: dt.datetime
+) -> QuerySet[IdempotencyRecord]:
+    """Stored idempotent responses older than `cutoff`: retries that late are not retries."""
+    return IdempotencyRecord.objects.for_tenant(tenant).filter(created_at__lt=cutoff)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.apps import apps
@@ -234,3 +234,27 @@ def end_user_recall_touch(*, tenant: Tenant, end_user_ids: Iterable[int] | None 
     if end_user_ids is not None:
         people = people.filter(pk__in=list(end_user_ids))
     return people.update(recall_version=models.F("recall_version") + 1)
+
+
+def delete_in_batches(
+    *,
+    queryset: models.QuerySet[Any],
+    order_by: tuple[str, ...],
+    batch_size: int,
+    counts: Counter[str],
+    progress: Callable[[str, int], None],
+) -> None:
+    """Delete what `queryset` selects, `batch_size` ids at a time along `order_by` (an index),
+    adding what each DELETE really removed (cascades included) to `counts`."""
+    while True:
+        ids = list(queryset.order_by(*order_by).values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            return
+        with transaction.atomic():
+            # The filter again, not just the ids: a row that stopped matching is kept.
+            _, per_model = queryset.filter(pk__in=ids).order_by().delete()
+        removed = deleted_kinds(per_model=per_model)
+        counts.update(removed)
+        progress(queryset.model._meta.verbose_name_plural, sum(removed.values()))
+        if len(ids) < batch_size:
+            return

@@ -24,54 +24,35 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import CASCADE, Exists, F, Model, OuterRef, Q, QuerySet
+from django.db.models import CASCADE, QuerySet
 from django.utils import timezone
 
-from facts_app.models import UserMemory
+from facts_app.selectors.memories import memories_expired
 from facts_app.services.notes import note_daily_prune
-from memoryhub.accounts.models import (
-    Actor,
-    AuditAction,
-    EndUser,
-    IdempotencyRecord,
-    MemoryPolicy,
-    Tenant,
-)
-from memoryhub.accounts.services import (
-    audit_event_record,
-    deleted_kinds,
-    end_user_recall_touch,
-)
-from sessions_app.models import (
-    FINISHED_PLAN_STATUSES,
-    Message,
-    Plan,
-    Session,
-    StateEntry,
-    SubTask,
-    Summary,
-    TaskContext,
+from memoryhub.accounts.models import Actor, AuditAction, MemoryPolicy, Tenant
+from memoryhub.accounts.selectors import idempotency_records_before
+from memoryhub.accounts.services import audit_event_record, delete_in_batches
+from sessions_app.prune import (
+    BATCH_SIZE,
+    ConversationScope,
+    Progress,
+    _no_progress,
+    conversations_prune,
+    finished_work,
+    finished_work_count,
+    kind,
 )
 
 logger = logging.getLogger(__name__)
 
-BATCH_SIZE = 1000
 DEFAULT_RETENTION_DAYS = 90
 DEFAULT_DAILY_NOTE_RETENTION_DAYS = 30
 # Who the scheduled retention run is, in the audit log.
 RETENTION_ACTOR = Actor.system("retention")
-
-Progress = Callable[[str, int], None]  # (kind, rows just deleted or counted)
-
-
-def _no_progress(kind: str, rows: int) -> None:
-    return None
 
 
 @dataclass
@@ -89,131 +70,6 @@ class PruneReport:
 
     def as_dict(self) -> dict[str, int]:
         return {kind: count for kind, count in sorted(self.counts.items()) if count}
-
-
-@dataclass(frozen=True)
-class ConversationScope:
-    """The sessions and messages one cutoff applies to: a tenant, optionally one person, and
-    either some agents only or every agent but some (those with their own policy)."""
-
-    tenant: Tenant
-    cutoff: dt.datetime
-    end_user: EndUser | None = None
-    agents: frozenset[str] | None = None
-    other_agents_than: frozenset[str] = frozenset()
-
-    def _narrow(self, queryset: QuerySet[Any], *, prefix: str) -> QuerySet[Any]:
-        if self.end_user is not None:
-            queryset = queryset.filter(**{f"{prefix}end_user": self.end_user})
-        if self.agents is not None:
-            queryset = queryset.filter(**{f"{prefix}agent_id__in": self.agents})
-        if self.other_agents_than:
-            queryset = queryset.exclude(**{f"{prefix}agent_id__in": self.other_agents_than})
-        return queryset
-
-    def expired_sessions(self) -> QuerySet[Session]:
-        return self._narrow(
-            Session.objects.for_tenant(self.tenant).filter(last_active_at__lt=self.cutoff),
-            prefix="",
-        )
-
-    def expired_messages(self) -> QuerySet[Message]:
-        return self._narrow(
-            Message.objects.for_tenant(self.tenant).filter(created_at__lt=self.cutoff),
-            prefix="session__",
-        )
-
-    def replaced_summaries(self) -> QuerySet[Summary]:
-        return self._narrow(
-            Summary.objects.for_tenant(self.tenant).filter(
-                created_at__lt=self.cutoff, through_seq__lt=F("session__summarized_seq")
-            ),
-            prefix="session__",
-        )
-
-
-def _delete_in_batches(
-    *,
-    queryset: QuerySet[Any],
-    order_by: tuple[str, ...],
-    batch_size: int,
-    counts: Counter[str],
-    progress: Progress,
-) -> None:
-    """Delete what `queryset` selects, `batch_size` ids at a time along `order_by` (an index),
-    adding what each DELETE really removed (cascades included) to `counts`."""
-    while True:
-        ids = list(queryset.order_by(*order_by).values_list("pk", flat=True)[:batch_size])
-        if not ids:
-            return
-        with transaction.atomic():
-            # The filter again, not just the ids: a row that stopped matching is kept.
-            _, per_model = queryset.filter(pk__in=ids).order_by().delete()
-        removed = deleted_kinds(per_model=per_model)
-        counts.update(removed)
-        progress(queryset.model._meta.verbose_name_plural, sum(removed.values()))
-        if len(ids) < batch_size:
-            return
-
-
-def _kind(model: type[Model]) -> str:
-    return str(model._meta.verbose_name_plural).replace(" ", "_")
-
-
-def conversations_prune(
-    *,
-    scope: ConversationScope,
-    dry_run: bool = False,
-    batch_size: int = BATCH_SIZE,
-    progress: Progress = _no_progress,
-) -> Counter[str]:
-    """Messages older than the scope's cutoff, sessions idle since before it (with their
-    state and summaries), and replaced summaries older than it."""
-    counts: Counter[str] = Counter()
-    sessions = scope.expired_sessions()
-    if dry_run:
-        in_expired = Q(session__in=sessions.values("pk"))
-        counts[_kind(Message)] = (
-            Message.objects.for_tenant(scope.tenant)
-            .filter(Q(pk__in=scope.expired_messages().values("pk")) | in_expired)
-            .count()
-        )
-        counts[_kind(Session)] = sessions.count()
-        counts[_kind(StateEntry)] = StateEntry.objects.filter(in_expired).count()
-        counts[_kind(Summary)] = (
-            Summary.objects.for_tenant(scope.tenant)
-            .filter(Q(pk__in=scope.replaced_summaries().values("pk")) | in_expired)
-            .count()
-        )
-        # A session's plans and task contexts (and theirs sub-tasks) go with it.
-        plans = Plan.objects.filter(in_expired)
-        tasks = TaskContext.objects.filter(in_expired | Q(plan__in=plans.values("pk")))
-        counts[_kind(Plan)] = plans.count()
-        counts[_kind(TaskContext)] = tasks.count()
-        counts[_kind(SubTask)] = SubTask.objects.filter(task__in=tasks.values("pk")).count()
-        progress("dry run", sum(counts.values()))
-        return counts
-    # Messages first, oldest first along (tenant, created_at): an expired session's messages
-    # are all older than its last activity, so its own delete below is small.
-    for queryset, order_by in (
-        (scope.expired_messages(), ("created_at", "pk")),
-        (scope.replaced_summaries(), ("created_at", "pk")),
-        (sessions, ("last_active_at", "pk")),
-    ):
-        _delete_in_batches(
-            queryset=queryset,
-            order_by=order_by,
-            batch_size=batch_size,
-            counts=counts,
-            progress=progress,
-        )
-    if counts[_kind(Message)]:
-        # Search indexes hold these messages: tell them (a deleted session alone they notice).
-        end_user_recall_touch(
-            tenant=scope.tenant,
-            end_user_ids=None if scope.end_user is None else [scope.end_user.pk],
-        )
-    return counts
 
 
 def _policy_days(policy: MemoryPolicy | None, name: str, default: int) -> int | None:
@@ -310,9 +166,7 @@ def _retention_apply(
         progress("daily notes", notes)
     _prune_simple(
         report=report,
-        queryset=UserMemory.objects.for_tenant(tenant).filter(
-            pinned=False, expires_at__isnull=False, expires_at__lte=now
-        ),
+        queryset=memories_expired(tenant=tenant, now=now),
         order_by=("expires_at", "pk"),
         batch_size=batch_size,
         progress=progress,
@@ -324,9 +178,7 @@ def _retention_apply(
     report.cutoffs["idempotency_records"] = idempotency_cutoff.isoformat()
     _prune_simple(
         report=report,
-        queryset=IdempotencyRecord.objects.for_tenant(tenant).filter(
-            created_at__lt=idempotency_cutoff
-        ),
+        queryset=idempotency_records_before(tenant=tenant, cutoff=idempotency_cutoff),
         order_by=("created_at", "pk"),
         batch_size=batch_size,
         progress=progress,
@@ -344,16 +196,16 @@ def _prune_simple(
     if report.dry_run:
         # Cascades are counted too, so the dry run names the same kinds the run will.
         count = queryset.count()
-        report.counts[_kind(queryset.model)] += count
+        report.counts[kind(queryset.model)] += count
         for relation in queryset.model._meta.related_objects:
             if relation.on_delete is CASCADE:
                 related = relation.related_model._default_manager.filter(
                     **{f"{relation.field.name}__in": queryset.values("pk")}
                 )
-                report.counts[_kind(relation.related_model)] += related.count()
+                report.counts[kind(relation.related_model)] += related.count()
         progress(str(queryset.model._meta.verbose_name_plural), count)
         return
-    _delete_in_batches(
+    delete_in_batches(
         queryset=queryset,
         order_by=order_by,
         batch_size=batch_size,
@@ -397,14 +249,8 @@ def _task_work_prune(
     batch_size: int,
     progress: Progress,
 ) -> None:
-    """Finished plans and task contexts unchanged for `task_retention_days` (the tenant's
-    policy; empty keeps them).
-
-    A plan is finished when its status is completed, failed or cancelled; it goes with its task
-    contexts. A task context is finished when it waits for no sub-task, or when its plan is
-    finished: a context still waiting for sub-tasks of a running plan (or of none) stays until
-    its worker deletes it, or its plan or session goes.
-    """
+    """Finished plans and task contexts (sessions_app.prune.finished_work) unchanged for
+    `task_retention_days` (the tenant's policy; empty keeps them)."""
     days = _policy_days(policy, "task_retention_days", DEFAULT_TASK_RETENTION_DAYS)
     cutoff = None if days is None else now - dt.timedelta(days=days)
     report.cutoffs["plans"] = report.cutoffs["task_contexts"] = (
@@ -412,24 +258,11 @@ def _task_work_prune(
     )
     if cutoff is None:
         return
-    finished = list(FINISHED_PLAN_STATUSES)
-    plans = Plan.objects.for_tenant(report.tenant).filter(
-        status__in=finished, updated_at__lt=cutoff
-    )
-    tasks = TaskContext.objects.for_tenant(report.tenant).filter(
-        ~Exists(SubTask.objects.filter(task=OuterRef("pk"))) | Q(plan__status__in=finished),
-        updated_at__lt=cutoff,
-    )
+    plans, tasks = finished_work(tenant=report.tenant, cutoff=cutoff)
     if report.dry_run:
-        # Counted here, not by _prune_simple: a plan's cascade is two levels deep (its task
-        # contexts, their sub-tasks), and a context can go both ways; count each row once.
-        going = TaskContext.objects.for_tenant(report.tenant).filter(
-            Q(plan__in=plans.values("pk")) | Q(pk__in=tasks.values("pk"))
-        )
-        report.counts[_kind(Plan)] += plans.count()
-        report.counts[_kind(TaskContext)] += going.count()
-        report.counts[_kind(SubTask)] += SubTask.objects.filter(task__in=going.values("pk")).count()
-        progress("plans and task contexts", report.counts[_kind(Plan)])
+        # Counted by sessions_app, not by _prune_simple: each row once across both cascades.
+        report.counts.update(finished_work_count(tenant=report.tenant, plans=plans, tasks=tasks))
+        progress("plans and task contexts", report.counts["plans"])
         return
     _prune_simple(
         report=report,

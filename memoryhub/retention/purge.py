@@ -33,8 +33,8 @@ from memoryhub.accounts.services import (
     end_user_erase,
 )
 from memoryhub.core.errors import ResourceNotFound
-from memoryhub.retention.prune import ConversationScope, conversations_prune
 from sessions_app.models import Session
+from sessions_app.prune import ConversationScope, conversations_prune
 
 
 def _session_for(*, tenant: Tenant, session_id: uuid.UUID) -> Session:
