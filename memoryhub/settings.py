@@ -175,7 +175,7 @@ X_FRAME_OPTIONS = "DENY"
 REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["memoryhub.accounts.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["memoryhub.accounts.permissions.HasApiKeyScope"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memoryhub.core.parsers.SafeJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -220,6 +220,8 @@ MEMORYHUB_LIMITS: dict[str, int] = {
     "NOTE_CONTENT_MAX_BYTES": env.int("MEMORYHUB_NOTE_CONTENT_MAX_BYTES", default=64 * 1024),
     "TASK_DATA_MAX_BYTES": env.int("MEMORYHUB_TASK_DATA_MAX_BYTES", default=256 * 1024),
     "TASK_SUB_TASKS_MAX": env.int("MEMORYHUB_TASK_SUB_TASKS_MAX", default=100),
+    # JSON bodies (metadata, state, data, tool calls…) nested deeper are refused (400).
+    "JSON_MAX_DEPTH": env.int("MEMORYHUB_JSON_MAX_DEPTH", default=64),
 }
 # Django refuses bodies past this before any view runs; keep it in step with our own limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYHUB_LIMITS["REQUEST_BODY_MAX_BYTES"]
@@ -309,6 +311,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     },
     "embeddings-sweep": {
         "task": "sessions_app.tasks.embeddings_sweep",
+        "schedule": float(SUMMARY_SWEEP_SECONDS),
+        "options": {"expire_seconds": int(SUMMARY_SWEEP_SECONDS * 0.9)},
+    },
+    "facts-embeddings-sweep": {
+        "task": "facts_app.tasks.embeddings_sweep",
         "schedule": float(SUMMARY_SWEEP_SECONDS),
         "options": {"expire_seconds": int(SUMMARY_SWEEP_SECONDS * 0.9)},
     },

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError, transaction
 from django.db.models import QuerySet
 from rest_framework import exceptions, views, viewsets
 from rest_framework.pagination import CursorPagination
@@ -48,6 +50,10 @@ class TenantScopedGenericViewSet(TenantScopedMixin, viewsets.GenericViewSet):
     """For resources: declarative viewsets whose every query is the tenant's."""
 
 
+def _invalid_cursor() -> exceptions.ValidationError:
+    return exceptions.ValidationError({"cursor": ["Invalid cursor."]}, code="invalid_cursor")
+
+
 class LimitCursorPagination(CursorPagination):
     """Cursor pagination with `?limit=` (bounded) and a 400, not a 404, for a malformed cursor."""
 
@@ -62,9 +68,27 @@ class LimitCursorPagination(CursorPagination):
         try:
             return super().decode_cursor(request)
         except exceptions.NotFound:
-            raise exceptions.ValidationError(
-                {"cursor": ["Invalid cursor."]}, code="invalid_cursor"
-            ) from None
+            raise _invalid_cursor() from None
+
+    def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> Any:
+        # A cursor is ours only if we made it, but a client can hand-make one that decodes: its
+        # position then reaches the database as a value of the ordering's type, and a value
+        # that is not one (a number for a time, bytes for text) fails there. That is the
+        # client's bad cursor (400), not our error.
+        if request.query_params.get(self.cursor_query_param) is None:
+            return super().paginate_queryset(queryset, request, view)
+        try:
+            # A savepoint, so that PostgreSQL's refusal does not abort an outer transaction.
+            with transaction.atomic():
+                return super().paginate_queryset(queryset, request, view)
+        except (
+            DjangoValidationError,
+            DataError,
+            ValueError,
+            TypeError,
+            OverflowError,
+        ):
+            raise _invalid_cursor() from None
 
     def get_page_size(self, request: Request) -> int:
         raw = request.query_params.get(self.page_size_query_param)

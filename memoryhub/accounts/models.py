@@ -3,6 +3,7 @@ how bots authenticate (ApiKey) and what was done to it (AuditEvent)."""
 
 from __future__ import annotations
 
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
@@ -77,6 +78,15 @@ def end_user_id_is_storable(external_id: str) -> bool:
     """PostgreSQL text cannot hold NUL and the column has a maximum length: such an id names no
     one, and must never reach the database as a query parameter (that would be a 500)."""
     return 0 < len(external_id) <= END_USER_ID_MAX_LENGTH and "\x00" not in external_id
+
+
+def end_user_id_is_writable(external_id: str) -> bool:
+    """What a new person's id may be: storable, and free of control characters (a newline or a
+    tab in an id breaks every line-oriented tool that shows it). Ids stored before this rule
+    are still found and shown."""
+    return end_user_id_is_storable(external_id) and not any(
+        unicodedata.category(char) == "Cc" for char in external_id
+    )
 
 
 class EndUser(TenantOwnedModel):
@@ -197,7 +207,8 @@ class AuditEvent(models.Model):
     actor = models.CharField(max_length=200, help_text="API key prefix, username or task name")
     action = models.CharField(max_length=16, choices=AuditAction.choices)
     object_type = models.CharField(max_length=64)
-    object_id = models.CharField(max_length=200, blank=True, default="")
+    # Wide enough for every id the API accepts: a person id (255) with a memory key (64), a plan id.
+    object_id = models.CharField(max_length=1024, blank=True, default="")
     counts = models.JSONField(default=dict, blank=True)
     detail = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -26,6 +26,7 @@ from memoryhub.accounts.models import (
     Tenant,
     User,
     end_user_id_is_storable,
+    end_user_id_is_writable,
 )
 from memoryhub.core.errors import InvalidInput
 
@@ -63,12 +64,21 @@ def end_user_get_or_create(*, tenant: Tenant, external_id: str) -> EndUser:
             field="user_id",
             message=f"Must be 1-{END_USER_ID_MAX_LENGTH} characters without NUL.",
         )
+    existing = EndUser.objects.filter(tenant=tenant, external_id=external_id).first()
+    if existing is not None:
+        return existing
+    if not end_user_id_is_writable(external_id):
+        raise InvalidInput(
+            field="user_id",
+            message="Must not contain control characters (newlines, tabs…).",
+            code="control_characters",
+        )
     try:
         with transaction.atomic():
-            end_user, _ = EndUser.objects.get_or_create(tenant=tenant, external_id=external_id)
+            return EndUser.objects.create(tenant=tenant, external_id=external_id)
     except IntegrityError:
-        end_user = EndUser.objects.get(tenant=tenant, external_id=external_id)
-    return end_user
+        # A concurrent request created the same person first: theirs is ours.
+        return EndUser.objects.get(tenant=tenant, external_id=external_id)
 
 
 def api_key_create(
@@ -138,12 +148,17 @@ def api_key_mark_used(*, api_key: ApiKey, resolution_seconds: int) -> None:
 
 def deleted_kinds(*, per_model: dict[str, int]) -> dict[str, int]:
     """Django's per-model delete counts ("sessions_app.StateEntry": 3) as the kinds every
-    response and audit event uses ("state_entries": 3); zeros left out."""
-    return {
-        str(apps.get_model(label)._meta.verbose_name_plural).replace(" ", "_"): count
-        for label, count in sorted(per_model.items())
-        if count
-    }
+    response and audit event uses ("state_entries": 3); zeros left out.
+
+    Derived rows (a model with `derived_data = True`: embeddings, like the full-text index rows
+    that go by trigger) are not a kind of their own: they are recomputed from the rows counted,
+    and whether they existed yet says nothing about what a person had stored."""
+    kinds: dict[str, int] = {}
+    for label, count in sorted(per_model.items()):
+        model = apps.get_model(label)
+        if count and not getattr(model, "derived_data", False):
+            kinds[str(model._meta.verbose_name_plural).replace(" ", "_")] = count
+    return kinds
 
 
 def deletion_counts(*, obj: models.Model) -> dict[str, int]:

@@ -16,23 +16,39 @@ Names (namespace `people_pages`):
     memory-delete   GET  /people/<user_id>/memories/<key>/delete/  confirmation; POST deletes
 """
 
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, register_converter
 
 from memoryhub.people import views
+
+
+class PersonIdConverter:
+    """Like `path`, but any character at all: ids stored before control characters were
+    refused (a newline, a tab) must still have their page."""
+
+    regex = r"[\s\S]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(PersonIdConverter, "person")
 
 app_name = "people_pages"
 
 urlpatterns: list[URLPattern] = [
     path("", views.people_list, name="list"),
-    path("<path:user_id>/export/", views.person_export, name="export"),
-    path("<path:user_id>/erase/", views.person_erase, name="erase"),
-    path("<path:user_id>/memories/new/", views.memory_create, name="memory-create"),
-    path("<path:user_id>/memories/<str:key>/edit/", views.memory_edit, name="memory-edit"),
-    path("<path:user_id>/memories/<str:key>/pin/", views.memory_pin, name="memory-pin"),
+    path("<person:user_id>/export/", views.person_export, name="export"),
+    path("<person:user_id>/erase/", views.person_erase, name="erase"),
+    path("<person:user_id>/memories/new/", views.memory_create, name="memory-create"),
+    path("<person:user_id>/memories/<str:key>/edit/", views.memory_edit, name="memory-edit"),
+    path("<person:user_id>/memories/<str:key>/pin/", views.memory_pin, name="memory-pin"),
     path(
-        "<path:user_id>/memories/<str:key>/delete/",
+        "<person:user_id>/memories/<str:key>/delete/",
         views.memory_delete_view,
         name="memory-delete",
     ),
-    path("<path:user_id>/", views.person_detail, name="detail"),
+    path("<person:user_id>/", views.person_detail, name="detail"),
 ]
