@@ -52,5 +52,10 @@ bench: install
 bench-big: install
 	$(BIN)/python -m bench --big $(BENCH_ARGS)
 
+# Evidence recall of search and context on LoCoMo (../shared/data/locomo-dev/), through the API.
+.PHONY: bench-recall
+bench-recall: install
+	$(BIN)/python -m bench.recall $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .celery .cache staticfiles db.sqlite3* .test-db.sqlite3*

@@ -82,6 +82,16 @@ def _model_name() -> str | None:
     return None if embedder is None else embedder.model_name
 
 
+def messages_embedded_count(*, end_user: EndUser) -> int:
+    """The person's messages that have a vector of the current model (0 with embeddings off)."""
+    model = _model_name()
+    if model is None:
+        return 0
+    return MessageVector.objects.filter(
+        tenant_id=end_user.tenant_id, end_user=end_user, model=model
+    ).count()
+
+
 def _docs_for_person(*, tenant_id: int, end_user_id: int) -> list[RecallDoc]:
     rows = (
         Message.objects.filter(tenant_id=tenant_id, session__end_user_id=end_user_id)

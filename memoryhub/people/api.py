@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,7 +16,8 @@ from memoryhub.accounts.models import ApiKeyScope, EndUser
 from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.accounts.services import end_user_erase
 from memoryhub.people.services import end_user_export
-from sessions_app.models import Session
+from sessions_app.models import Message, Session
+from sessions_app.recall import messages_embedded_count
 
 
 class EndUserOutputSerializer(serializers.ModelSerializer[EndUser]):
@@ -28,12 +29,32 @@ class EndUserOutputSerializer(serializers.ModelSerializer[EndUser]):
         read_only_fields = fields
 
 
+class RecallStatusSerializer(serializers.Serializer[Any]):
+    messages = serializers.IntegerField(help_text="The person's messages.")
+    messages_embedded = serializers.IntegerField(
+        help_text=(
+            "Those with a vector of the current embedding model: what the semantic part of "
+            "the search sees yet (a worker embeds after each append)."
+        )
+    )
+
+
 class EndUserDetailSerializer(EndUserOutputSerializer):
     counts = serializers.SerializerMethodField()
+    recall = serializers.SerializerMethodField()
 
     class Meta(EndUserOutputSerializer.Meta):
-        fields = [*EndUserOutputSerializer.Meta.fields, "counts"]
+        fields = [*EndUserOutputSerializer.Meta.fields, "counts", "recall"]
         read_only_fields = fields
+
+    @extend_schema_field(RecallStatusSerializer)
+    def get_recall(self, end_user: EndUser) -> dict[str, int]:
+        return {
+            "messages": Message.objects.filter(
+                tenant_id=end_user.tenant_id, session__end_user=end_user
+            ).count(),
+            "messages_embedded": messages_embedded_count(end_user=end_user),
+        }
 
     def get_counts(self, end_user: EndUser) -> dict[str, int]:
         return {
