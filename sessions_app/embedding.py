@@ -21,9 +21,11 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from memoryhub.accounts.models import EndUser
+from memoryhub.core.locks import rows_hold
 from memoryhub.llm.embeddings import Embedder, get_embedder, vector_to_bytes
 from sessions_app.models import Message, MessageVector, Session
 from sessions_app.pending import pending_claim, pending_finish
+from sessions_app.pgvector import embeddings_store, pgvector_enabled
 from sessions_app.recall import passage_text, speaker_of
 
 logger = logging.getLogger(__name__)
@@ -108,7 +110,7 @@ def message_vectors_compute(
             for i, (pk, *_) in enumerate(rows)
         ]
         try:
-            _vectors_store(made=made, end_user_id=session["end_user_id"])
+            _vectors_store(made=made, end_user_id=session["end_user_id"], session_id=session_id)
         except IntegrityError:
             # A message of the batch was deleted (a purge) after we read it: store the rest.
             alive = set(
@@ -119,22 +121,34 @@ def message_vectors_compute(
             skip.update(row.message_id for row in made if row.message_id not in alive)
             made = [row for row in made if row.message_id in alive]
             if made:
-                _vectors_store(made=made, end_user_id=session["end_user_id"])
+                _vectors_store(made=made, end_user_id=session["end_user_id"], session_id=session_id)
         done += len(made)
         if progress is not None:
             progress(len(rows))
 
 
-def _vectors_store(*, made: list[MessageVector], end_user_id: int | None) -> None:
+def _vectors_store(
+    *, made: list[MessageVector], end_user_id: int | None, session_id: uuid.UUID
+) -> None:
+    """Store a batch of vectors. The person's row first (touching their vectors version, which
+    search needs anyway), then the session's, the order a delete locks them in: an erasure or a
+    session delete under way waits for these vectors and deletes them too, or took the person
+    or the session first, and then nothing is stored."""
     with transaction.atomic():
+        if end_user_id is not None and not EndUser.objects.filter(pk=end_user_id).update(
+            vectors_version=F("vectors_version") + 1
+        ):
+            return
+        if not rows_hold(Session.objects.filter(pk=session_id)):
+            return
         MessageVector.objects.bulk_create(
             made,
             update_conflicts=True,
             unique_fields=["message"],
             update_fields=["model", "vector", "end_user", "created_at"],
         )
-        if end_user_id is not None:
-            EndUser.objects.filter(pk=end_user_id).update(recall_version=F("recall_version") + 1)
+        if pgvector_enabled():
+            embeddings_store(vectors=[(row.message_id, row.vector) for row in made])
 
 
 def embedding_request_finish(*, session_id: uuid.UUID) -> None:

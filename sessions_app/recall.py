@@ -3,10 +3,12 @@ database and cached per process.
 
 The database is the source of truth and does the filtering (tenant, person); the ranking runs
 here, over an in-process index of the person's messages (with their vectors, where the worker
-has made them). The index is a cache: before each use one query reads the person's version
-token — their `recall_version` (bumped by deletes, purges and new vectors) and their sessions'
-count and summed `last_seq` (moved by every append, which so writes nothing extra) — and a
-different token rebuilds it.
+has made them; with pgvector the database finds the nearest vectors instead, and the index holds
+none: sessions_app/pgvector.py). The index is a cache: before each use one query reads the
+person's version token — their `recall_version` (bumped by edits, deletes and purges), their
+`vectors_version` (new vectors) and
+their sessions' count and summed `last_seq` (moved by every append, which so writes nothing
+extra) — and a different token rebuilds it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from django.conf import settings
 from django.db import connection
@@ -31,19 +33,46 @@ from memoryhub.core.recall.analyzer import query_terms
 from memoryhub.core.recall.cache import IndexCache
 from memoryhub.core.search import EmptySearchQuery
 from memoryhub.llm.embeddings import (
+    Embedder,
     EmbeddingError,
     embed_query_cached,
     get_embedder,
     matrix_from_bytes,
 )
 from sessions_app.models import Message, MessageVector, Session
+from sessions_app.pgvector import nearest_messages, pgvector_serves
 from sessions_app.selectors import message_search, session_get_for_tenant
 
 logger = logging.getLogger(__name__)
 
 Mode = Literal["hybrid", "lexical", "semantic"]
 MODES: tuple[Mode, ...] = ("hybrid", "lexical", "semantic")
-Token = tuple[int, int, int]
+
+
+class Token(NamedTuple):
+    """What an index was built from: a different token means it may be stale."""
+
+    removals: int  # EndUser.recall_version: edits, deletes, purges (never served stale)
+    vectors: int  # EndUser.vectors_version: new vectors
+    sessions: int  # how many sessions the person has
+    appended: int  # the sum of their sessions' last_seq: moved by every append
+
+    def only_gained_on(self, older: Token, *, appends_too: bool) -> bool:
+        """Whether an index built at `older` lacks only new vectors (and, with `appends_too`,
+        new messages): nothing it holds was removed or changed."""
+        return (
+            self.removals == older.removals
+            and self.sessions == older.sessions
+            and self.vectors >= older.vectors
+            and (
+                self.appended == older.appended or (appends_too and self.appended > older.appended)
+            )
+        )
+
+
+# With pgvector, the dense side sees only the person's nearest messages (the others count as not
+# embedded): enough for the fusion and for semantic hits, since its filters run in the database.
+DENSE_CANDIDATES = 200
 
 
 @cache
@@ -66,20 +95,29 @@ def recall_token(*, tenant_id: int, end_user_id: int) -> Token | None:
     session = Session._meta.db_table
     quote = connection.ops.quote_name
     sql = (
-        f"SELECT e.recall_version, COUNT(s.id), COALESCE(SUM(s.last_seq), 0) "  # noqa: S608
-        f"FROM {quote(enduser)} e LEFT JOIN {quote(session)} s "
+        "SELECT e.recall_version, e.vectors_version, COUNT(s.id), "  # noqa: S608
+        f"COALESCE(SUM(s.last_seq), 0) FROM {quote(enduser)} e LEFT JOIN {quote(session)} s "
         "ON s.end_user_id = e.id AND s.tenant_id = e.tenant_id "
-        "WHERE e.id = %s AND e.tenant_id = %s GROUP BY e.id, e.recall_version"
+        "WHERE e.id = %s AND e.tenant_id = %s "
+        "GROUP BY e.id, e.recall_version, e.vectors_version"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [end_user_id, tenant_id])
         row = cursor.fetchone()
-    return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
+    return None if row is None else Token(*(int(value) for value in row))
 
 
 def _model_name() -> str | None:
     embedder = get_embedder()
     return None if embedder is None else embedder.model_name
+
+
+def _database_embedder() -> Embedder | None:
+    """The embedder, when pgvector holds its vectors: they then stay out of the index."""
+    embedder = get_embedder()
+    if embedder is None or not pgvector_serves(dimensions=embedder.dimensions):
+        return None
+    return embedder
 
 
 def messages_embedded_count(*, end_user: EndUser) -> int:
@@ -102,7 +140,7 @@ def _docs_for_person(*, tenant_id: int, end_user_id: int) -> list[RecallDoc]:
     )
     vectors: dict[int, Any] = {}
     model = _model_name()
-    if model is not None:
+    if model is not None and _database_embedder() is None:
         stored = list(
             MessageVector.objects.filter(
                 tenant_id=tenant_id, end_user_id=end_user_id, model=model
@@ -131,11 +169,13 @@ def _docs_for_person(*, tenant_id: int, end_user_id: int) -> list[RecallDoc]:
 def person_index(
     *, tenant_id: int, end_user_id: int, accept_newer_appends: bool = False
 ) -> RecallIndex | None:
-    """The person's index, fresh as of the token read now; None when the person is gone.
+    """The person's index; None when the person is gone (erased).
 
+    Built before use when anything it holds was removed or edited, and when messages were
+    appended (their words must be found at once). New vectors alone do not hold a request up:
+    the cached index is used once more and rebuilt after the response. With
     `accept_newer_appends` (the context's relevant history, which never shows the newest turns
-    of its own session anyway) takes a cached index that lacks only the latest appends, and
-    rebuilds it after the response instead of before it.
+    of its own session anyway) appends are treated the same way.
     """
     key = ("messages", tenant_id, end_user_id)
     cache_ = index_cache()
@@ -143,18 +183,17 @@ def person_index(
     if token is None:
         cache_.discard(key)
         return None
-    if accept_newer_appends:
-        cached = cache_.peek(key)
-        if cached is not None and cached[0] != token:
-            old = cached[0]
-            assert isinstance(old, tuple)
-            if old[0] == token[0] and old[1] == token[1] and old[2] <= token[2]:
+    cached = cache_.peek(key)
+    if cached is not None and cached[0] != token:
+        older = cached[0]
+        assert isinstance(older, Token)
+        if token.only_gained_on(older, appends_too=accept_newer_appends):
 
-                def refresh() -> None:
-                    person_index(tenant_id=tenant_id, end_user_id=end_user_id)
+            def refresh() -> None:
+                person_index(tenant_id=tenant_id, end_user_id=end_user_id)
 
-                after_response(refresh)
-                return cached[1]
+            after_response(refresh)
+            return cached[1]
     return cache_.get_or_build(
         key,
         token=token,
@@ -179,6 +218,10 @@ class RecallResult:
 def _query_vector(*, query: str, index: RecallIndex, mode: Mode) -> Any:
     if mode == "lexical" or not index.has_vectors:
         return None
+    return _embed_query(query)
+
+
+def _embed_query(query: str) -> Any:
     try:
         return embed_query_cached(query)
     except EmbeddingError:
@@ -213,11 +256,36 @@ def message_recall(
     if index is None or len(index) == 0:
         rank_empty_check(query)
         return RecallResult(mode="lexical" if mode == "hybrid" else mode, hits=[])
-    query_vector = _query_vector(query=query, index=index, mode=mode)
-    if mode == "semantic" and query_vector is None:
+    query_vector = None
+    dense_scores = None
+    database_embedder = _database_embedder() if mode != "lexical" else None
+    if database_embedder is not None:
+        rank_empty_check(query)  # before a round trip for nothing
+        vector = _embed_query(query)
+        if vector is not None:
+            # Empty when the person has no vector yet: hybrid then runs lexical, as below.
+            dense_scores = (
+                nearest_messages(
+                    tenant_id=tenant.pk,
+                    end_user_id=end_user.pk,
+                    model=database_embedder.model_name,
+                    query_vector=vector,
+                    limit=max(DENSE_CANDIDATES, top_k * 10),
+                    session_id=session_id,
+                    role=role,
+                    since=since,
+                    until=until,
+                    exclude_ids=exclude_ids,
+                )
+                or None
+            )
+    else:
+        query_vector = _query_vector(query=query, index=index, mode=mode)
+    has_dense = query_vector is not None or dense_scores is not None
+    if mode == "semantic" and not has_dense:
         rank_empty_check(query)
         return RecallResult(mode="semantic", hits=[])
-    ran: Mode = mode if (mode != "hybrid" or query_vector is not None) else "lexical"
+    ran: Mode = mode if (mode != "hybrid" or has_dense) else "lexical"
     filtered = session_id is not None or role is not None or bool(exclude_ids)
     excluded = set(exclude_ids)
     want = top_k
@@ -230,6 +298,7 @@ def message_recall(
             top_k=fetch,
             mode=ran,
             query_vector=query_vector,
+            dense_scores=dense_scores,
             speaker=speaker,
             since=since,
             until=until,

@@ -3,6 +3,7 @@ and an outsider (another tenant) whose every request for the owner's data must b
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from memoryhub.accounts.selectors import memory_policy_cache_clear
 from memoryhub.accounts.services import api_key_create
 from sessions_app import services
 from sessions_app.models import Session
+from sessions_app.recall import index_cache
 from tests.factories import TenantFactory
 from tests.helpers import client_for
 
@@ -41,6 +43,22 @@ def _fresh_memory_policies() -> None:
     # Rolled-back tests fire no delete signal, and SQLite reuses tenant ids: start each test
     # with an empty per-process policy cache.
     memory_policy_cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_recall_indexes() -> None:
+    # The same for the per-process search indexes: a rolled-back test leaves them behind, and
+    # a later test's person may get the same id.
+    index_cache().clear()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache(settings: Any) -> None:
+    # The API's rate-limit and failed-key counters live in the cache, which outlives a test
+    # (and with Redis, a test run): give each test keys of its own.
+    settings.CACHES = {
+        "default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}
+    }
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from django import forms
@@ -12,6 +13,12 @@ from rest_framework_api_key.admin import APIKeyModelAdmin
 from rest_framework_api_key.models import AbstractAPIKey
 from rest_framework_api_key.models import APIKey as LibraryAPIKey
 
+from memoryhub.accounts.forms import (
+    POLICY_FIELDS,
+    TENANT_ONLY_FIELDS,
+    keep_when_empty,
+    kept_values,
+)
 from memoryhub.accounts.models import (
     DEFAULT_API_KEY_SCOPES,
     Actor,
@@ -27,6 +34,8 @@ from memoryhub.accounts.models import (
 )
 from memoryhub.accounts.pages import actor_for_request
 from memoryhub.accounts.services import api_key_issue, api_key_revoke, end_user_erase
+from memoryhub.core.errors import ResourceNotFound
+from memoryhub.core.locks import DELETE_RERUN_SQLSTATES, run_rerunning
 
 
 class AuditedDeleteAdmin(admin.ModelAdmin):
@@ -39,7 +48,18 @@ class AuditedDeleteAdmin(admin.ModelAdmin):
         raise NotImplementedError
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
-        self.delete_audited(obj=obj, actor=actor_for_request(request))
+        with contextlib.suppress(ResourceNotFound):  # deleted by someone else meanwhile
+            self.delete_audited(obj=obj, actor=actor_for_request(request))
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> Any:
+        # Django runs the delete in a transaction of its own: only from out here can a delete
+        # that PostgreSQL rolled back (a deadlock with a writer) run again, whole.
+        view = super().delete_view
+        return run_rerunning(
+            lambda: view(request, object_id, extra_context), sqlstates=DELETE_RERUN_SQLSTATES
+        )
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
         # Stored idempotent responses are derived rows with a read-only admin: they go with
@@ -51,10 +71,15 @@ class AuditedDeleteAdmin(admin.ModelAdmin):
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         actor = actor_for_request(request)
-        # All or nothing, as Django's own bulk delete is.
-        with transaction.atomic():
-            for obj in queryset:
-                self.delete_audited(obj=obj, actor=actor)
+
+        def delete_all() -> None:
+            # All or nothing, as Django's own bulk delete is.
+            with transaction.atomic():
+                for obj in queryset.all():
+                    with contextlib.suppress(ResourceNotFound):  # gone meanwhile
+                        self.delete_audited(obj=obj, actor=actor)
+
+        run_rerunning(delete_all, sqlstates=DELETE_RERUN_SQLSTATES)
 
 
 class MembershipInline(admin.TabularInline):
@@ -177,8 +202,22 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin):
     search_fields = ("key",)
 
 
+class MemoryPolicyAdminForm(forms.ModelForm):
+    class Meta:
+        model = MemoryPolicy
+        fields = ["tenant", "agent_id", *POLICY_FIELDS, *TENANT_ONLY_FIELDS]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        keep_when_empty(self)
+
+    def clean(self) -> dict[str, Any]:
+        return kept_values(self, super().clean() or {})
+
+
 @admin.register(MemoryPolicy)
 class MemoryPolicyAdmin(admin.ModelAdmin):
+    form = MemoryPolicyAdminForm
     list_display = (
         "tenant",
         "agent_id",
@@ -200,7 +239,15 @@ class MemoryPolicyAdmin(admin.ModelAdmin):
         ("Working state", {"fields": ("state_cap",)}),
         (
             "Context defaults",
-            {"fields": ("context_max_tokens", "context_max_messages", "context_max_memories")},
+            {
+                "fields": (
+                    "context_max_tokens",
+                    "context_max_messages",
+                    "context_max_memories",
+                    "recall_enabled",
+                    "context_history_tokens",
+                )
+            },
         ),
         (
             "Retention",

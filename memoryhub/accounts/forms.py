@@ -63,6 +63,7 @@ POLICY_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "context_max_tokens": (200, 200_000),
     "context_max_messages": (0, 500),
     "context_max_memories": (0, 500),
+    "context_history_tokens": (0, 200_000),
     "retention_days": (1, None),
     "daily_note_retention_days": (1, None),
     "task_retention_days": (1, None),
@@ -77,10 +78,29 @@ POLICY_FIELDS = [
     "context_max_tokens",
     "context_max_messages",
     "context_max_memories",
+    "recall_enabled",
+    "context_history_tokens",
     "retention_days",
 ]
 # Daily notes and finished tasks belong to no agent: their retention is the tenant policy's.
 TENANT_ONLY_FIELDS = ["daily_note_retention_days", "task_retention_days"]
+# Numbers that, left empty or out, keep the policy's current value (the default for a new one):
+# forms written before they existed still save.
+POLICY_KEPT_WHEN_EMPTY = ("context_history_tokens",)
+
+
+def keep_when_empty(form: forms.ModelForm[MemoryPolicy]) -> None:
+    """Make POLICY_KEPT_WHEN_EMPTY optional in `form`; `kept_values` fills them in."""
+    for name in POLICY_KEPT_WHEN_EMPTY:
+        if name in form.fields:
+            form.fields[name].required = False
+
+
+def kept_values(form: forms.ModelForm[MemoryPolicy], data: dict[str, Any]) -> dict[str, Any]:
+    for name in POLICY_KEPT_WHEN_EMPTY:
+        if name in form.fields and data.get(name) is None and name not in form.errors:
+            data[name] = getattr(form.instance, name)
+    return data
 
 
 class MemoryPolicyForm(forms.ModelForm):
@@ -105,10 +125,20 @@ class MemoryPolicyForm(forms.ModelForm):
             if high is not None:
                 field.validators.append(MaxValueValidator(high))
                 field.widget.attrs["max"] = high
+        keep_when_empty(self)
+
+    def clean(self) -> dict[str, Any]:
+        return kept_values(self, super().clean() or {})
 
     def changes(self) -> dict[str, Any]:
         """The changed fields and their new values, for the audit event."""
-        return {name: self.cleaned_data.get(name) for name in self.changed_data}
+        return {
+            name: self.cleaned_data.get(name)
+            for name in self.changed_data
+            # Left out, it reads as changed to Django, but it kept its value.
+            if name not in POLICY_KEPT_WHEN_EMPTY
+            or self.cleaned_data.get(name) != self.initial.get(name)
+        }
 
 
 class AgentPolicyForm(MemoryPolicyForm):

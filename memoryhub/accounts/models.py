@@ -96,11 +96,13 @@ class EndUser(TenantOwnedModel):
     display_name = models.CharField(max_length=200, blank=True, default="")
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    # Bumped by every change to what recall indexes of this person other than an append (a new
-    # vector, an edit, a delete, a purge): the in-process search indexes compare it to know
-    # they are stale. Appends are seen through the sessions' counters instead, so the append
-    # path writes nothing here.
+    # What the in-process search indexes compare to know they are stale. `recall_version` is
+    # bumped by every edit, delete, purge or erasure of what recall indexes of this person
+    # (an index must never show removed text: it is rebuilt before use); `vectors_version` by
+    # new vectors (an index may be used once more and refreshed after the response). Appends
+    # are seen through the sessions' counters instead, so the append path writes nothing here.
     recall_version = models.PositiveBigIntegerField(default=0, editable=False)
+    vectors_version = models.PositiveBigIntegerField(default=0, editable=False)
 
     class Meta:
         constraints = [
@@ -230,6 +232,9 @@ class IdempotencyRecord(TenantOwnedModel):
     end_user = models.ForeignKey(
         EndUser, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
+    # The session the write went to: deleting or purging it blanks the stored response (an id,
+    # not a foreign key: the kernel knows no sessions; see accounts.idempotency).
+    session_id = models.UUIDField(null=True, blank=True)
     scope = models.CharField(max_length=255, help_text="method and route the key was used on")
     request_hash = models.CharField(max_length=64)
     response_status = models.PositiveSmallIntegerField()
@@ -242,7 +247,10 @@ class IdempotencyRecord(TenantOwnedModel):
                 fields=["tenant", "scope", "key"], name="idempotency_unique_tenant_scope_key"
             )
         ]
-        indexes = [models.Index(fields=["created_at"], name="idempotency_created")]
+        indexes = [
+            models.Index(fields=["created_at"], name="idempotency_created"),
+            models.Index(fields=["tenant", "session_id"], name="idempotency_tenant_session"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.scope} {self.key} ({self.response_status})"

@@ -28,7 +28,8 @@ from memoryhub.accounts.models import (
     end_user_id_is_storable,
     end_user_id_is_writable,
 )
-from memoryhub.core.errors import InvalidInput
+from memoryhub.core.errors import InvalidInput, ResourceNotFound
+from memoryhub.core.locks import DELETE_RERUN_SQLSTATES, rows_hold, rows_lock, run_rerunning
 
 
 def audit_event_record(
@@ -79,6 +80,19 @@ def end_user_get_or_create(*, tenant: Tenant, external_id: str) -> EndUser:
     except IntegrityError:
         # A concurrent request created the same person first: theirs is ours.
         return EndUser.objects.get(tenant=tenant, external_id=external_id)
+
+
+def end_user_hold(*, end_user_id: int) -> None:
+    """Hold the person until this transaction ends: call it before writing anything of theirs
+    (a row, or their id on a stored response), and before locking any of their sessions.
+
+    An erasure that comes later waits for this write, and finds and erases what it wrote; one
+    that came first has taken the person, and this raises ResourceNotFound (the API's 404)
+    instead of a foreign-key error at commit. Writers of different rows of one person do not
+    wait for each other (memoryhub.core.locks.rows_hold).
+    """
+    if not rows_hold(EndUser.objects.filter(pk=end_user_id)):
+        raise ResourceNotFound("No such user.")
 
 
 def api_key_create(
@@ -212,15 +226,60 @@ def end_user_erase(*, end_user: EndUser, actor: Actor) -> dict[str, int]:
     state, summaries; memories -> versions; facts; notes; plans; stored idempotent responses),
     so Django's collector finds all of it and counts it per kind. The SQLite FTS rows go with
     their facts and messages through the delete triggers; on PostgreSQL the indexes follow.
+
+    It completes while the bot is still writing: before the collector looks for what cascades,
+    it locks the person's row, then the rows of theirs that have rows of their own (sessions
+    first; _erasure_locks). Writers take the same rows in the same order (end_user_hold, then
+    the session's row), so a write either committed first (and is found and erased here) or
+    waits, then finds its person or session gone (404): no row can appear between the
+    collector's delete of the children and the parent's. A deadlock that slips through is run
+    again. ResourceNotFound when someone else erased the person meanwhile.
     """
-    return audited_delete(
-        obj=end_user,
-        tenant=end_user.tenant,
-        actor=actor,
-        action=AuditAction.ERASE,
-        object_type="end_user",
-        object_id=end_user.external_id,
-    )
+
+    def erase() -> dict[str, int]:
+        with transaction.atomic():
+            if not rows_lock(EndUser.objects.filter(pk=end_user.pk)):
+                raise ResourceNotFound("No such user.")
+            for queryset in _erasure_locks(end_user=end_user):
+                rows_lock(queryset)
+            return audited_delete(
+                obj=end_user,
+                tenant=end_user.tenant,
+                actor=actor,
+                action=AuditAction.ERASE,
+                object_type="end_user",
+                object_id=end_user.external_id,
+            )
+
+    return run_rerunning(erase, sqlstates=DELETE_RERUN_SQLSTATES)
+
+
+def _erasure_locks(*, end_user: EndUser) -> list[models.QuerySet[Any]]:
+    """The person's rows that other rows hang off (sessions, plans, memories, facts, notes…),
+    one queryset per table: found from the models, so a new table is covered without anyone
+    remembering it. A table whose rows point at another such table's comes after it (plans
+    after sessions), the order writers lock in."""
+    # {model: the field that points at the person}
+    parents: dict[type[models.Model], str] = {}
+    for relation in EndUser._meta.related_objects:
+        model = relation.related_model
+        if not isinstance(model, type) or relation.on_delete is not models.CASCADE:
+            continue
+        if model._meta.related_objects:
+            parents[model] = relation.field.name
+
+    def order(model: type[models.Model]) -> tuple[bool, str]:
+        under_another = any(
+            field.related_model in parents and field.related_model is not model
+            for field in model._meta.concrete_fields
+            if field.is_relation
+        )
+        return under_another, model._meta.label
+
+    return [
+        model._base_manager.filter(**{parents[model]: end_user})
+        for model in sorted(parents, key=order)
+    ]
 
 
 def memory_policy_save(
@@ -242,13 +301,17 @@ def memory_policy_save(
     return policy
 
 
-def end_user_recall_touch(*, tenant: Tenant, end_user_ids: Iterable[int] | None = None) -> int:
+def end_user_recall_touch(
+    *, tenant: Tenant, end_user_ids: Iterable[int] | None = None, vectors_only: bool = False
+) -> int:
     """Tell the search indexes that what they hold of these people (or of all the tenant's
-    people) changed: deleted, edited or newly embedded rows. Appends need no touch."""
+    people) changed: rows deleted or edited, or (`vectors_only`) rows newly embedded.
+    Appends need no touch."""
     people = EndUser.objects.filter(tenant=tenant)
     if end_user_ids is not None:
         people = people.filter(pk__in=list(end_user_ids))
-    return people.update(recall_version=models.F("recall_version") + 1)
+    field = "vectors_version" if vectors_only else "recall_version"
+    return people.update(**{field: models.F(field) + 1})
 
 
 def delete_in_batches(
@@ -258,16 +321,34 @@ def delete_in_batches(
     batch_size: int,
     counts: Counter[str],
     progress: Callable[[str, int], None],
+    before_delete: Callable[[list[Any]], None] | None = None,
 ) -> None:
     """Delete what `queryset` selects, `batch_size` ids at a time along `order_by` (an index),
-    adding what each DELETE really removed (cascades included) to `counts`."""
+    adding what each DELETE really removed (cascades included) to `counts`.
+
+    Each batch locks its rows first, with the filter applied again: a row a writer holds is
+    waited for and then judged as the writer left it (a session appended to meanwhile is no
+    longer idle, and stays), and under a locked row nothing new can appear between the
+    collector's look for what cascades and the delete; a batch that meets a deadlock anyway is
+    run again (inside an outer transaction, by whoever opened it). `before_delete(ids)` runs in
+    the batch's transaction, just before the delete of those ids.
+    """
     while True:
         ids = list(queryset.order_by(*order_by).values_list("pk", flat=True)[:batch_size])
         if not ids:
             return
-        with transaction.atomic():
-            # The filter again, not just the ids: a row that stopped matching is kept.
-            _, per_model = queryset.filter(pk__in=ids).order_by().delete()
+
+        def delete_batch(ids: list[Any] = ids) -> dict[str, int]:
+            with transaction.atomic():
+                # The filter again, not just the ids: a row that stopped matching is kept.
+                going = rows_lock(queryset.filter(pk__in=ids))
+                if not going:
+                    return {}
+                if before_delete is not None:
+                    before_delete(going)
+                return queryset.model._base_manager.filter(pk__in=going).delete()[1]
+
+        per_model = run_rerunning(delete_batch, sqlstates=DELETE_RERUN_SQLSTATES)
         removed = deleted_kinds(per_model=per_model)
         counts.update(removed)
         progress(queryset.model._meta.verbose_name_plural, sum(removed.values()))

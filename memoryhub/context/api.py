@@ -34,7 +34,9 @@ class ContextQuerySerializer(serializers.Serializer[Any]):
         required=False,
         allow_blank=True,
         max_length=1000,
-        help_text="Picks the relevant facts; without it the latest user message does.",
+        help_text=(
+            "Picks the relevant facts and earlier turns; without it the latest user message does."
+        ),
     )
     format = serializers.ChoiceField(choices=["markdown", "messages"], default="markdown")
 
@@ -75,10 +77,13 @@ class SessionContextView(TenantScopedAPIView):
         summary="The context for the session's next model call, within a token budget",
         description=(
             "Tenant-wide and personal memories, the facts relevant to `query` (or to the latest "
-            "user message), notes (long-term, today, the last 7 days), the summary when older "
-            "history is left out, and the most recent messages verbatim. Each section reports "
-            "what it included, what it dropped and why, and its tokens. Defaults come from the "
-            "tenant's memory policy (4000 tokens, 20 messages, 50 memories)."
+            "user message), notes (long-term, today, the last 7 days), relevant history (the "
+            "person's earlier turns that match, from other sessions and this one's older part, "
+            "dated, the best with their neighbours, within the policy's share), the summary "
+            "when older history is left out, and the most recent messages verbatim. Each "
+            "section reports what it included, what it dropped and why, and its tokens (the "
+            "`history` section only when there were candidates). Defaults come from the "
+            "tenant's memory policy (4000 tokens, 20 messages, 50 memories, 1500 history tokens)."
         ),
         parameters=[SESSION_ID_PARAMETER, ContextQuerySerializer],
         responses={200: ContextOutputSerializer, 404: NOT_FOUND},

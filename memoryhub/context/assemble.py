@@ -17,7 +17,14 @@ Priority: who claims the budget first
     5. Notes: the long-term note, today's note, then recent notes newest first. A recent note
        dated today, in the future, more than 7 days back or undated is dropped ("outside recent
        window").
-   In steps 3-5 an item that does not fit is dropped ("budget") and the next, possibly smaller,
+    6. Relevant history: the person's earlier turns, in the rank order given, within its own share
+       (`max_history_tokens`) of what is left. A hit given with neighbours is tried with them
+       first, then alone. A turn shown already (as an earlier hit's neighbour) is not shown
+       again; a repeated hit is dropped ("duplicate"); a neighbour left out is reported once,
+       for the "budget" when it was tried, else because its hit was not shown ("hit not
+       shown"). Claimed last, so it never takes anything from the sections above: with or
+       without it they are the same. Its report appears only when there were candidates.
+   In steps 3-6 an item that does not fit is dropped ("budget") and the next, possibly smaller,
    one is still tried. Items are added whole or not at all; the one exception is the long-term
    note, which when too big is cut at a line or word boundary and marked "[truncated]" (its cut
    tail is reported as ("note:long_term:tail", "budget")). Blank items are dropped ("empty").
@@ -29,19 +36,23 @@ Budget accounting: what is counted is what is rendered
     MESSAGE_OVERHEAD (the system message of the messages format). A message is charged the larger
     of its Markdown transcript line and its chat-message cost (MESSAGE_OVERHEAD + content + name +
     tool_call_id + tool_calls JSON, see `count_message_tokens`), and the "Recent Messages" header
-    is charged with the first one; so the charge covers both formats. Real tokenizers are not
-    exactly additive, so at the end both renderings are counted for real, and while either is over
+    is charged with the first one; so the charge covers both formats. Adjacent history turns
+    share one piece (a block of one conversation): a turn is charged what its block's count
+    grows by, and as the budget is given back in the reverse order of claims, what is left is
+    still the exact count of the blocks left. Real tokenizers are not exactly additive, so
+    at the end both renderings are counted for real, and while either is over
     `max_tokens` the most recently claimed item is dropped ("budget"). Hence, always:
         count_tokens(render_markdown(ctx)) <= max_tokens
         messages_token_count(render_messages(ctx), count_tokens) <= max_tokens
         ctx.total_tokens == sum of the sections' tokens <= max_tokens
 
-Cost: items are counted at most once (the long-term note: a binary search, O(log n) counts); an
-item longer than MAX_CHARS_PER_TOKEN characters per token of room left is dropped without being
-counted, so nothing is counted once the budget is spent and no single count is bigger than the
-budget allows. The caller bounds the inputs (at most max_messages messages, bounded lists; the
-memory lists are cut to max_memories before counting), so the work is bounded by the budget, not by
-the length of the session. `MessageItem.token_count` is not used for the budget: the guarantee
+Cost: items are counted at most once (the long-term note: a binary search, O(log n) counts; a
+history turn: the block it would make, each block counted once); an item longer than
+MAX_CHARS_PER_TOKEN characters per token of room left is dropped without being counted, so nothing
+is counted once the budget is spent and no single count is bigger than the budget allows. The
+caller bounds the inputs (at most max_messages messages, bounded lists; the memory lists are cut
+to max_memories before counting), so the work is bounded by the budget, not by the length of the
+session. `MessageItem.token_count` is not used for the budget: the guarantee
 must not depend on a number stored under another tokenizer.
 """
 
@@ -63,6 +74,7 @@ from memoryhub.context.types import (
     Budget,
     ContextInputs,
     FactItem,
+    HistoryTurn,
     MemoryItem,
     MessageItem,
     NoteItem,
@@ -75,6 +87,7 @@ __all__ = [
     "DISPLACED",
     "DUPLICATE",
     "EMPTY",
+    "HIT_NOT_SHOWN",
     "MAX_MEMORIES",
     "MAX_MESSAGES",
     "NOT_TRUNCATED",
@@ -95,6 +108,7 @@ DISPLACED = "displaced by summary"
 DUPLICATE = "duplicate"
 EMPTY = "empty"
 OUTSIDE_WINDOW = "outside recent window"
+HIT_NOT_SHOWN = "hit not shown"
 
 RECENT_NOTE_DAYS = 7
 # No token of a real tokenizer is longer than this (o200k_base: 128 bytes), so a piece longer than
@@ -113,11 +127,12 @@ SECTION_ORDER = (
     "long_term_note",
     "today_note",
     "recent_notes",
+    "history",
     "summary",
     "messages",
 )
 
-Item = MemoryItem | FactItem | NoteItem | SummaryItem | MessageItem
+Item = MemoryItem | FactItem | NoteItem | SummaryItem | MessageItem | HistoryTurn
 
 
 @dataclass(frozen=True)
@@ -152,6 +167,10 @@ class _Assembler:
             for name in SECTION_ORDER
         }
         self.claims: list[tuple[_Section, _Entry]] = []  # in the order the budget was claimed
+        # The history turns shown by (session, seq), to find a turn's block without a sort.
+        self.history_places: dict[tuple[str, int], HistoryTurn] = {}
+        self.history_pieces: dict[tuple[int, ...], str] = {}
+        self.history_counts: dict[tuple[int, ...], int] = {}
         self.frame_charge = count(render.OPEN) + count(render.CLOSE) + render.MESSAGE_OVERHEAD
         self.frame_fits = self.frame_charge <= self.max_tokens
         # When the frame does not fit, `used` starts over the limit and nothing else fits either.
@@ -379,6 +398,108 @@ class _Assembler:
                 return head(at)
         return head(low) if fits(low) else None
 
+    def history(self) -> None:
+        hits = self.inputs.history
+        section = self.sections["history"]
+        share = max(self.budget.max_history_tokens, 0)
+        shown: set[int] = set()  # turn ids, mirrors the section's entries until the final loop
+        hit_ids: set[int] = set()
+        tried: set[int] = set()  # neighbour ids offered at least once
+        for hit in hits:
+            turn = hit.turn
+            label = f"history:{turn.id}"
+            if turn.id in hit_ids:
+                self._drop(section, label, DUPLICATE)
+                continue
+            hit_ids.add(turn.id)
+            if not turn.content.strip():
+                self._drop(section, label, EMPTY)
+                continue
+            group = [] if turn.id in shown else [turn]
+            # An earlier hit left out stays out: it is reported once, as a hit.
+            extra = {
+                neighbour.id: neighbour
+                for neighbour in hit.neighbours
+                if neighbour.id not in shown
+                and neighbour.id not in hit_ids
+                and neighbour.content.strip()
+            }
+            tried.update(extra)
+            if extra and self._offer_turns(section, [*group, *extra.values()], share, shown):
+                continue
+            if group and not self._offer_turns(section, group, share, shown):
+                self._drop(section, label, BUDGET)
+        # Neighbours that are hits themselves were reported as hits.
+        left_out: dict[int, str] = {}
+        for hit in hits:
+            for neighbour in hit.neighbours:
+                if neighbour.id in shown or neighbour.id in hit_ids or neighbour.id in left_out:
+                    continue
+                if not neighbour.content.strip():
+                    left_out[neighbour.id] = EMPTY
+                else:
+                    left_out[neighbour.id] = BUDGET if neighbour.id in tried else HIT_NOT_SHOWN
+        for turn_id, reason in left_out.items():
+            self._drop(section, f"history:{turn_id}", reason)
+
+    def _offer_turns(
+        self, section: _Section, turns: list[HistoryTurn], share: int, shown: set[int]
+    ) -> bool:
+        """Add `turns` (all of them or none) if they fit both the budget and the share."""
+        room = min(self.max_tokens - self.used, share - section.tokens)
+        room -= 0 if section.entries else section.header_charge
+        places = dict(self.history_places)
+        charges: list[int] = []
+        for turn in turns:
+            charge = self._turn_charge(places, turn, room=room - sum(charges))
+            if charge is None:
+                return False
+            charges.append(charge)
+            places[(turn.session_id, turn.seq)] = turn
+        if sum(charges) > room:
+            return False
+        for turn, charge in zip(turns, charges, strict=True):
+            self._add(section, f"history:{turn.id}", charge, turn)
+            shown.add(turn.id)
+        self.history_places = places
+        return True
+
+    def _turn_charge(
+        self, places: dict[tuple[str, int], HistoryTurn], turn: HistoryTurn, *, room: int
+    ) -> int | None:
+        """What adding `turn` to the shown turns (by place) costs: its block's count after,
+        minus the counts of the (at most two) blocks it joins. None when it cannot fit."""
+        if room <= 0:
+            return None
+        before: list[HistoryTurn] = []
+        while (place := (turn.session_id, turn.seq - len(before) - 1)) in places:
+            before.append(places[place])
+        after: list[HistoryTurn] = []
+        while (place := (turn.session_id, turn.seq + len(after) + 1)) in places:
+            after.append(places[place])
+        parts = [part for part in (before[::-1], after) if part]
+        block = [*before[::-1], turn, *after]
+        grown = len(self._history_piece(block)) - sum(
+            len(self._history_piece(part)) for part in parts
+        )
+        if grown > MAX_CHARS_PER_TOKEN * room:
+            return None  # nothing is counted once the share or the budget is spent
+        return self._history_count(block) - sum(self._history_count(part) for part in parts)
+
+    # A block is looked at again each time a turn joins it or tries to: remember its rendering
+    # and its count (the parts a turn joins were counted when they were shown).
+    def _history_piece(self, block: list[HistoryTurn]) -> str:
+        key = tuple(turn.id for turn in block)
+        if key not in self.history_pieces:
+            self.history_pieces[key] = render.history_piece(block)
+        return self.history_pieces[key]
+
+    def _history_count(self, block: list[HistoryTurn]) -> int:
+        key = tuple(turn.id for turn in block)
+        if key not in self.history_counts:
+            self.history_counts[key] = self.count(self._history_piece(block))
+        return self.history_counts[key]
+
     # -- the result --------------------------------------------------------------------------
 
     def result(self) -> AssembledContext:
@@ -386,6 +507,8 @@ class _Assembler:
         frame_tokens = self.frame_charge if included_anything else 0
         reports: list[SectionReport] = []
         for name, section in self.sections.items():
+            if name == "history" and not self.inputs.history:
+                continue  # reported only when there were candidates: most contexts have none
             if name == "frame":
                 dropped = [] if self.frame_fits else [("hints", BUDGET)]
                 reports.append(
@@ -398,6 +521,8 @@ class _Assembler:
                 )
                 continue
             labels = [entry.label for entry in section.entries]
+            if name == "history":  # claimed in rank order, output in time order
+                labels = [f"history:{t.id}" for t in self._history_shown()]
             reports.append(
                 SectionReport(
                     name=name,
@@ -426,7 +551,14 @@ class _Assembler:
             recent_notes=[n for n in items("recent_notes") if isinstance(n, NoteItem)],
             summary=summary[0] if summary else None,
             messages=messages[::-1],  # claimed newest first, output oldest first
+            history=self._history_shown(),
         )
+
+    def _history_shown(self) -> list[HistoryTurn]:
+        turns = [
+            e.item for e in self.sections["history"].entries if isinstance(e.item, HistoryTurn)
+        ]
+        return [turn for block in render.history_blocks(turns) for turn in block]
 
     def drop_last_claim(self) -> None:
         section, entry = self.claims[-1]
@@ -443,6 +575,7 @@ def assemble_context(
     assembler.memories()
     assembler.facts()
     assembler.notes()
+    assembler.history()
     while True:
         context = assembler.result()
         markdown_tokens = count_tokens(render_markdown(context))

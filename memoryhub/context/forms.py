@@ -30,5 +30,7 @@ class ContextPreviewForm(forms.Form):
         label="Query",
         required=False,
         max_length=MAX_QUERY_CHARS,
-        help_text="Picks the relevant facts; empty: the latest user message does.",
+        help_text=(
+            "Picks the relevant facts and earlier turns; empty: the latest user message does."
+        ),
     )

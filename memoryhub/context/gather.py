@@ -1,32 +1,45 @@
 """Gather what a session's context may contain (the impure half; assemble.py is the pure half).
 
 Every read is bounded by the budget, not by the history: the last `max_messages` messages, at
-most `max_memories` memories of each kind, the top facts, and 8 days of notes.
+most `max_memories` memories of each kind, the top facts, 8 days of notes, and as many
+relevant earlier turns as the history share could show.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from facts_app.selectors.facts import fact_search_for_person
+from facts_app.selectors.facts import fact_recall_for_person
 from facts_app.selectors.memories import memory_lists_for_context
 from facts_app.selectors.notes import note_recall_for_context
-from memoryhub.accounts.models import Tenant
+from memoryhub.accounts.models import EndUser, Tenant
 from memoryhub.context.types import (
     Budget,
     ContextInputs,
     FactItem,
+    HistoryHit,
+    HistoryTurn,
     MemoryItem,
     MessageItem,
     NoteItem,
     SummaryItem,
 )
 from memoryhub.core.search import EmptySearchQuery
-from sessions_app.models import MessageRole
+from sessions_app.models import Message, MessageRole
+from sessions_app.recall import message_recall, speaker_of
 from sessions_app.selectors import SessionForContext, message_tail_for_context
 
 FACTS_TOP_K = 10
 RECENT_NOTE_DAYS = 7
+# Relevant history: as many hits as its share could show (a turn averages ~41 tokens, some are
+# much shorter), and neighbours for the best few only: per token, hits alone recall more
+# (shared/research/retrieval.md), but a one-line answer needs its question to be read.
+HISTORY_TOKENS_PER_HIT = 40
+HISTORY_MAX_HITS = 100
+HISTORY_NEIGHBOUR_HITS = 3
 
 
 def context_inputs_for_session(
@@ -36,7 +49,10 @@ def context_inputs_for_session(
     also brought its current summary). `query` picks the facts; without it the latest user
     message does (seed 004's injection).
 
-    Four queries: the last messages, the memories (both lists), the fact search, the notes."""
+    Four queries: the last messages, the memories (both lists), the fact search, the notes;
+    with a history share (`budget.max_history_tokens`), the recall adds its version read and,
+    when something matched, the hit rows and their neighbours (and, when the person's cached
+    index is missing or stale beyond new appends, its rebuild)."""
     tail = message_tail_for_context(tenant=tenant, session_id=found.id, last=budget.max_messages)
     messages = [
         MessageItem(
@@ -83,12 +99,27 @@ def context_inputs_for_session(
     facts: list[FactItem] = []
     if search_text:
         try:
-            hits = fact_search_for_person(
-                tenant_id=tenant.pk, end_user_id=end_user_id, query=search_text, top_k=FACTS_TOP_K
+            hits = fact_recall_for_person(
+                tenant=tenant, end_user_id=end_user_id, query=search_text, top_k=FACTS_TOP_K
             )
         except EmptySearchQuery:
             hits = []
         facts = [FactItem(id=hit.id, content=hit.content, score=hit.score) for hit in hits]
+
+    history: list[HistoryHit] = []
+    if search_text and budget.max_history_tokens > 0:
+        history = _relevant_history(
+            tenant=tenant,
+            end_user_id=end_user_id,
+            session_id=found.id,
+            # This session's turns from the first one in the verbatim tail on are shown there.
+            tail_from_seq=messages[0].seq if messages else None,
+            tail_size=len(messages),
+            query=search_text,
+            top_k=min(
+                max(budget.max_history_tokens // HISTORY_TOKENS_PER_HIT, 1), HISTORY_MAX_HITS
+            ),
+        )
 
     notes = note_recall_for_context(
         tenant_id=tenant.pk, end_user_id=end_user_id, today=today, days=RECENT_NOTE_DAYS + 1
@@ -111,4 +142,92 @@ def context_inputs_for_session(
         summary=summary,
         messages=messages,
         earlier_messages_exist=tail.has_more,
+        history=history,
     )
+
+
+# What a history turn is made of, as `Message` fields (and `.values()` keys).
+_TURN_FIELDS = ("id", "session_id", "seq", "name", "role", "content", "created_at")
+
+
+def _history_turn(row: Mapping[str, Any]) -> HistoryTurn:
+    return HistoryTurn(
+        id=row["id"],
+        session_id=str(row["session_id"]),
+        seq=row["seq"],
+        speaker=speaker_of(name=row["name"], role=row["role"]),
+        content=row["content"],
+        created_at=row["created_at"],
+    )
+
+
+def _relevant_history(
+    *,
+    tenant: Tenant,
+    end_user_id: int,
+    session_id: uuid.UUID,
+    tail_from_seq: int | None,
+    tail_size: int,
+    query: str,
+    top_k: int,
+) -> list[HistoryHit]:
+    """The person's turns best matching `query`, best first, without this session's verbatim
+    tail; the best HISTORY_NEIGHBOUR_HITS with the previous and next turn of their session."""
+
+    def in_tail(session: uuid.UUID, seq: int) -> bool:
+        return session == session_id and tail_from_seq is not None and seq >= tail_from_seq
+
+    # The recall reads only the person's pk: no query for the row.
+    person = EndUser(pk=end_user_id, tenant=tenant)
+    # The tail is left out after the ranking (its ids are not read), so ask for as many more
+    # hits as it could take; the newest turns are shown verbatim anyway, so an index that
+    # lacks only the latest appends serves (and is refreshed after the response).
+    try:
+        result = message_recall(
+            tenant=tenant,
+            end_user=person,
+            query=query,
+            top_k=top_k + tail_size,
+            accept_newer_appends=True,
+        )
+    except EmptySearchQuery:
+        return []
+    hits = [r for r in result.hits if not in_tail(r.message.session_id, r.message.seq)][:top_k]
+    places = [(r.message.session_id, r.message.seq) for r in hits[:HISTORY_NEIGHBOUR_HITS]]
+    around = _neighbours(tenant=tenant, places=places)
+    history: list[HistoryHit] = []
+    for r in hits:
+        message = r.message
+        neighbours = [
+            around[place]
+            for place in (
+                (message.session_id, message.seq - 1),
+                (message.session_id, message.seq + 1),
+            )
+            if place in around and not in_tail(*place)
+        ]
+        history.append(
+            HistoryHit(
+                turn=_history_turn({name: getattr(message, name) for name in _TURN_FIELDS}),
+                score=r.hit.score,
+                neighbours=[_history_turn(row) for row in neighbours],
+            )
+        )
+    return history
+
+
+def _neighbours(
+    *, tenant: Tenant, places: Sequence[tuple[uuid.UUID, int]]
+) -> dict[tuple[uuid.UUID, int], dict[str, Any]]:
+    """The messages before and after each (session, seq) place, by place: one query for a few
+    places (the rows of their sessions at their seqs +-1, the few extra ones dropped here)."""
+    if not places:
+        return {}
+    wanted = {(session, seq + step) for session, seq in places for step in (-1, 1)}
+    rows = Message.objects.filter(
+        tenant=tenant,
+        session_id__in={session for session, _ in wanted},
+        seq__in={seq for _, seq in wanted},
+    ).values(*_TURN_FIELDS)
+    found = {(row["session_id"], row["seq"]): row for row in rows}
+    return {place: row for place, row in found.items() if place in wanted}

@@ -8,14 +8,16 @@ joining them never glues two words into one.
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from memoryhub.context.types import (
     AssembledContext,
     FactItem,
+    HistoryTurn,
     MemoryItem,
     MessageItem,
     NoteItem,
@@ -42,6 +44,7 @@ TITLES = {
     "long_term_note": "Long-term Memory",
     "today_note": "Today's Notes",
     "recent_notes": "Recent Notes",
+    "history": "Relevant History",
     "summary": "Earlier Conversation (summary)",
     "messages": "Recent Messages",
 }
@@ -75,6 +78,55 @@ def note_piece(note: NoteItem) -> str:
     if note.day is None:
         return f"{_clean(note.content)}\n"
     return f"### {note.day.isoformat()}\n{_clean(note.content)}\n"
+
+
+# English month names whatever the locale: the dates are read by a model, not shown to a user.
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+
+
+def history_date(day: datetime.date) -> str:
+    return f"[{day.day} {_MONTHS[day.month - 1]} {day.year}]"
+
+
+def history_blocks(turns: Iterable[HistoryTurn]) -> list[list[HistoryTurn]]:
+    """The turns as blocks of consecutive turns of one conversation, the blocks in time order."""
+    blocks: list[list[HistoryTurn]] = []
+    for turn in sorted(turns, key=lambda turn: (turn.session_id, turn.seq)):
+        last = blocks[-1][-1] if blocks else None
+        if last is not None and last.session_id == turn.session_id and last.seq + 1 == turn.seq:
+            blocks[-1].append(turn)
+        else:
+            blocks.append([turn])
+    blocks.sort(key=lambda block: (block[0].created_at, block[0].session_id, block[0].seq))
+    return blocks
+
+
+def history_piece(block: Sequence[HistoryTurn]) -> str:
+    """A block of turns as one bullet, a line per turn: `[8 May 2023] Caroline: ...`; a turn on
+    the same day as the one before it in the block is not dated again."""
+    lines: list[str] = []
+    day: datetime.date | None = None
+    for turn in block:
+        date = turn.created_at.date()
+        dated = f"{history_date(date)} " if date != day else ""
+        day = date
+        # Continuation lines of a turn sit deeper than the block's next turn.
+        body = _clean(turn.content).replace("\n", "\n    ")
+        lines.append(f"{dated}{_clean(turn.speaker)}: {body}")
+    return "- " + "\n  ".join(lines) + "\n"
 
 
 def summary_piece(summary: SummaryItem) -> str:
@@ -149,6 +201,9 @@ def _memory_pieces(context: AssembledContext) -> list[str]:
     if context.recent_notes:
         pieces.append(section_header("recent_notes"))
         pieces.extend(note_piece(note) for note in context.recent_notes)
+    if context.history:
+        pieces.append(section_header("history"))
+        pieces.extend(history_piece(block) for block in history_blocks(context.history))
     if context.summary is not None:
         pieces += [section_header("summary"), summary_piece(context.summary)]
     return pieces

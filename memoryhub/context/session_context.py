@@ -42,6 +42,8 @@ def session_context_for_tenant(
         max_tokens=policy.context_max_tokens if max_tokens is None else max_tokens,
         max_messages=policy.context_max_messages if max_messages is None else max_messages,
         max_memories=policy.context_max_memories if max_memories is None else max_memories,
+        # Recall off is no share: the gather then asks nothing and the section is not reported.
+        max_history_tokens=policy.context_history_tokens if policy.recall_enabled else 0,
     )
     today = timezone.now().date()
     inputs = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -51,6 +51,30 @@ class MessageItem:
 
 
 @dataclass(frozen=True)
+class HistoryTurn:
+    """One of the person's earlier turns: from another session of theirs, or from this session's
+    part older than its verbatim tail. `session_id` groups turns into conversations, `seq`
+    orders them (one turn per session and seq; consecutive seqs are adjacent turns)."""
+
+    id: int
+    session_id: str
+    seq: int
+    speaker: str  # the message's name, else its role
+    content: str
+    created_at: datetime.datetime
+
+
+@dataclass(frozen=True)
+class HistoryHit:
+    """A turn the recall ranked for the question, with the previous and next turn of its session
+    when they were gathered (only for the best few hits: per token, hits alone recall more)."""
+
+    turn: HistoryTurn
+    score: float
+    neighbours: Sequence[HistoryTurn] = ()
+
+
+@dataclass(frozen=True)
 class ContextInputs:
     today: datetime.date
     tenant_memories: Sequence[MemoryItem] = ()
@@ -64,6 +88,7 @@ class ContextInputs:
     messages: Sequence[MessageItem] = ()
     # True when the session has messages older than the first one passed in.
     earlier_messages_exist: bool = False
+    history: Sequence[HistoryHit] = ()  # already ranked, best first
 
 
 @dataclass(frozen=True)
@@ -71,6 +96,8 @@ class Budget:
     max_tokens: int = 4000
     max_messages: int = 20
     max_memories: int = 50
+    # The relevant-history section's share of max_tokens (0: no such section).
+    max_history_tokens: int = 1500
 
 
 @dataclass(frozen=True)
@@ -101,3 +128,4 @@ class AssembledContext:
     messages: list[MessageItem]
     markdown_tokens: int = 0
     messages_tokens: int = 0
+    history: list[HistoryTurn] = field(default_factory=list)  # in output order

@@ -50,6 +50,8 @@ MEMORY_POLICY_FIELDS = (
     "retention_days",
     "daily_note_retention_days",
     "task_retention_days",
+    "recall_enabled",
+    "context_history_tokens",
 )
 
 

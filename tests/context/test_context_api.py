@@ -127,6 +127,7 @@ def test_the_cost_follows_the_budget_not_the_history(
     api.get(context_url(chatty_session))
 
     # key, session with its summary, policy, messages, memories (both lists), fact search,
-    # notes (long-term and daily together)
-    with django_assert_max_num_queries(7):
+    # notes (long-term and daily together), the recall's version token (no older turn matches
+    # here, so no hit rows: tests/context/test_relevant_history.py counts those)
+    with django_assert_max_num_queries(8):
         api.get(context_url(chatty_session))

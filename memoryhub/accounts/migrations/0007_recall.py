@@ -16,6 +16,11 @@ class Migration(migrations.Migration):
             field=models.PositiveBigIntegerField(default=0, editable=False),
         ),
         migrations.AddField(
+            model_name='enduser',
+            name='vectors_version',
+            field=models.PositiveBigIntegerField(default=0, editable=False),
+        ),
+        migrations.AddField(
             model_name='memorypolicy',
             name='context_history_tokens',
             field=models.PositiveIntegerField(default=1500, help_text="The relevant-history section's share of the context budget, in tokens."),
