@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
@@ -172,3 +174,55 @@ class Note(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.day or ''} v{self.version}".strip()
+
+
+class VectorRow(TenantOwnedModel):
+    """An embedding of one row, computed by a worker after the write (never on its path).
+
+    `model` names the embedder that made it: a vector of another model counts as missing, so a
+    model change re-embeds. Derived data: deleted with its row (CASCADE), recomputable at any
+    time, and not a kind of its own in deletion counts and audit events.
+    """
+
+    derived_data: ClassVar[bool] = True
+
+    model = models.CharField(max_length=100)
+    vector = models.BinaryField(help_text="float32, little-endian, L2-normalised")
+    created_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class FactVector(VectorRow):
+    """A fact's embedding (of its content)."""
+
+    fact = models.OneToOneField(
+        Fact, on_delete=models.CASCADE, primary_key=True, related_name="vector"
+    )
+
+    def __str__(self) -> str:
+        return f"{self.fact_id} {self.model}"
+
+
+class UserMemoryVector(VectorRow):
+    """A memory's embedding (of "<key>: <content>"); an edit of the text deletes it."""
+
+    memory = models.OneToOneField(
+        UserMemory, on_delete=models.CASCADE, primary_key=True, related_name="vector"
+    )
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} {self.model}"
+
+
+class NoteVector(VectorRow):
+    """A note version's embedding. Only current versions are embedded: a note changes by a new
+    version, whose vector replaces the old one's."""
+
+    note = models.OneToOneField(
+        Note, on_delete=models.CASCADE, primary_key=True, related_name="vector"
+    )
+
+    def __str__(self) -> str:
+        return f"{self.note_id} {self.model}"

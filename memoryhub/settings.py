@@ -6,8 +6,11 @@ switches to PostgreSQL. `REDIS_URL` switches Celery from the filesystem broker t
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -45,6 +48,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_celery_beat",
     "django_htmx",
+    "axes",
+    "csp",
     "memoryhub.accounts",
     "memoryhub.core",
     "memoryhub.llm",
@@ -60,6 +65,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Early: an over-long API URL needs no session, user or CSRF check to be refused.
+    "memoryhub.core.middleware.UrlLengthLimitMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "memoryhub.core.headers.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -68,6 +77,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "memoryhub.urls"
@@ -122,12 +133,41 @@ elif _db["ENGINE"] in ("django.db.backends.postgresql", "django.db.backends.post
     _db["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_CONN_HEALTH_CHECKS", default=False)
     if test_name := env.str("DATABASE_TEST_NAME", default=""):
         _db["TEST"] = {"NAME": test_name}
-    _db.setdefault("OPTIONS", {})
+    # A server that does not answer (rather than refusing) fails the request after this long,
+    # with a 503, instead of holding it for the kernel's minutes. libpq's minimum is 2.
+    _db.setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT_SECONDS", default=5)
+    )
 else:
     raise ImproperlyConfigured(f"Unsupported DATABASE_URL engine {_db['ENGINE']!r}")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"
+
+# django-axes first: it refuses a locked-out login before the password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Lockout of the web UI's and the admin's login (API keys are limited apart, see below): after
+# LOGIN_FAILURE_LIMIT wrong passwords for one username from one address, that pair waits out
+# the cool-off (each further failure restarts it); other addresses and usernames are unaffected.
+# Attempts are kept in the database (the admin's "Axes" section; `manage.py axes_reset` unlocks).
+AXES_FAILURE_LIMIT: int = env.int("MEMORYHUB_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env.int("MEMORYHUB_LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# The same client address as the API's limits (REST_FRAMEWORK NUM_PROXIES, below).
+AXES_CLIENT_IP_CALLABLE = "memoryhub.core.ratelimit.client_address"
+# Only failures are kept (successful log-ins would be a table that grows forever) and logged:
+# no start-up banner in every process, and its INFO lines are off (LOGGING, below).
+AXES_VERBOSE = False
+AXES_DISABLE_ACCESS_LOG = True
+if AXES_FAILURE_LIMIT < 1 or AXES_COOLOFF_TIME.total_seconds() <= 0:
+    raise ImproperlyConfigured(
+        "MEMORYHUB_LOGIN_FAILURE_LIMIT and MEMORYHUB_LOGIN_COOLOFF_MINUTES must be positive."
+    )
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -163,15 +203,69 @@ SECURE_SSL_REDIRECT: bool = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=not D
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 SESSION_COOKIE_SECURE: bool = env.bool("DJANGO_SECURE_COOKIES", default=not DEBUG)
 CSRF_COOKIE_SECURE: bool = SESSION_COOKIE_SECURE
-SECURE_HSTS_SECONDS: int = env.int("DJANGO_SECURE_HSTS_SECONDS", default=0 if DEBUG else 3600)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+# HSTS (sent on HTTPS responses only): a year, the figure browsers' preload list asks for.
+SECURE_HSTS_SECONDS: int = env.int(
+    "DJANGO_SECURE_HSTS_SECONDS", default=0 if DEBUG else 365 * 24 * 3600
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS: bool = env.bool(
+    "DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not DEBUG
+)
 # Joining the browsers' preload list is hard to undo, so it is the operator's explicit choice.
 SECURE_HSTS_PRELOAD: bool = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
 SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Pages load only their own files: htmx, Chart.js and our scripts are static files (no inline
+# script or style, no eval; htmx's injected indicator style is off in base.html). The Swagger
+# UI at /api/docs/ loosens style-src for itself (memoryhub/urls.py).
+CONTENT_SECURITY_POLICY: dict[str, Any] = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+# Browser features no page of MemoryHub uses (memoryhub.core.headers).
+PERMISSIONS_POLICY = (
+    "accelerometer=(), camera=(), geolocation=(), gyroscope=(), magnetometer=(), "
+    "microphone=(), payment=(), usb=()"
+)
 
 # --- API ----------------------------------------------------------------------------------------
+# Requests per API key (DRF's syntax: N/s, N/min, N/hour, N/day; "off" or empty: no limit); past
+# it, 429 `rate_limited` with Retry-After. Counted in the cache (below): one count per
+# deployment with Redis, one per process without.
+_rate = env.str("MEMORYHUB_RATE_LIMIT_PER_KEY", default="1200/min").strip()
+MEMORYHUB_RATE_LIMIT_PER_KEY: str | None = None if _rate.lower() in ("", "off") else _rate
+if MEMORYHUB_RATE_LIMIT_PER_KEY is not None and not re.fullmatch(
+    r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", MEMORYHUB_RATE_LIMIT_PER_KEY
+):
+    raise ImproperlyConfigured(
+        f"MEMORYHUB_RATE_LIMIT_PER_KEY must look like 1200/min (or off), not {_rate!r}."
+    )
+# Wrong API keys per client address and window; past the limit the address gets 429
+# `too_many_failed_authentications` for the rest of the window, whatever key it sends. 0: off.
+MEMORYHUB_FAILED_AUTH_LIMIT: int = env.int("MEMORYHUB_FAILED_AUTH_LIMIT", default=20)
+MEMORYHUB_FAILED_AUTH_WINDOW_SECONDS: int = env.int(
+    "MEMORYHUB_FAILED_AUTH_WINDOW_SECONDS", default=300
+)
+if MEMORYHUB_FAILED_AUTH_LIMIT < 0 or MEMORYHUB_FAILED_AUTH_WINDOW_SECONDS < 1:
+    raise ImproperlyConfigured(
+        "MEMORYHUB_FAILED_AUTH_LIMIT must not be negative and "
+        "MEMORYHUB_FAILED_AUTH_WINDOW_SECONDS must be positive."
+    )
+# The reverse proxies in front of MemoryHub that append to X-Forwarded-For. 0 (the default):
+# the client is REMOTE_ADDR and the header is ignored (a client could write anything there).
+# Behind one proxy (nginx, a load balancer) set 1, or every client shares the proxy's address.
+MEMORYHUB_NUM_PROXIES: int = env.int("MEMORYHUB_NUM_PROXIES", default=0)
+
 REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["memoryhub.accounts.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["memoryhub.accounts.permissions.HasApiKeyScope"],
@@ -180,6 +274,8 @@ REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "memoryhub.core.errors.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["memoryhub.accounts.throttling.ApiKeyRateThrottle"],
+    "NUM_PROXIES": MEMORYHUB_NUM_PROXIES,
     "UNAUTHENTICATED_USER": None,
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
     # `?format=` is ours (context: markdown|messages); DRF would read it as a renderer name.
@@ -222,7 +318,17 @@ MEMORYHUB_LIMITS: dict[str, int] = {
     "TASK_SUB_TASKS_MAX": env.int("MEMORYHUB_TASK_SUB_TASKS_MAX", default=100),
     # JSON bodies (metadata, state, data, tool calls…) nested deeper are refused (400).
     "JSON_MAX_DEPTH": env.int("MEMORYHUB_JSON_MAX_DEPTH", default=64),
+    # Path and query of an API URL, percent-encoded (memoryhub.core.middleware).
+    "MAX_URL_LENGTH": env.int("MEMORYHUB_MAX_URL_LENGTH", default=4096),
 }
+# gunicorn refuses request lines past 8190 bytes with its own plain 414 (gunicorn.conf.py sets
+# that maximum): a limit above 8000 would never answer, and one below 1024 breaks long ids.
+if not 1024 <= MEMORYHUB_LIMITS["MAX_URL_LENGTH"] <= 8000:
+    raise ImproperlyConfigured("MEMORYHUB_MAX_URL_LENGTH must be between 1024 and 8000.")
+# What a 503 (database or task queue unavailable) tells a client to wait before retrying.
+MEMORYHUB_RETRY_AFTER_SECONDS: int = env.int("MEMORYHUB_RETRY_AFTER_SECONDS", default=5)
+if MEMORYHUB_RETRY_AFTER_SECONDS < 1:
+    raise ImproperlyConfigured("MEMORYHUB_RETRY_AFTER_SECONDS must be positive.")
 # Django refuses bodies past this before any view runs; keep it in step with our own limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYHUB_LIMITS["REQUEST_BODY_MAX_BYTES"]
 # How often an API key's last_used_at is written: every request would turn reads into writes.
@@ -285,6 +391,40 @@ else:
         "control_folder": str(CELERY_DATA_DIR / "control"),
         "store_processed": False,
     }
+
+
+# --- Cache: the API's rate-limit and failed-key counters ----------------------------------------
+def _next_redis_database(url: str) -> str:
+    """REDIS_URL with the next database number (…/0 → …/1): the cache keeps apart from
+    Celery's queue, so clearing it (Django's RedisCache.clear() flushes its database) never
+    drops a task."""
+    parts = urlsplit(url)
+    number = parts.path.strip("/") or "0"
+    if parts.scheme not in ("redis", "rediss") or not number.isdigit():
+        raise ImproperlyConfigured(
+            "Set REDIS_CACHE_URL: the cache's Redis database cannot be derived from REDIS_URL."
+        )
+    return urlunsplit(parts._replace(path=f"/{int(number) + 1}"))
+
+
+REDIS_CACHE_URL: str = env.str(
+    "REDIS_CACHE_URL", default=_next_redis_database(REDIS_URL) if REDIS_URL else ""
+)
+CACHES: dict[str, dict[str, Any]]
+if REDIS_CACHE_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_CACHE_URL,
+            "KEY_PREFIX": "memoryhub",
+            # A slow or absent Redis costs a request at most this; the counters then fail open.
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
+else:
+    # Each process counts alone: the limits hold per web process, not per deployment.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -334,7 +474,12 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # The MCP SDK logs three INFO lines per request to /mcp/ (a session manager per request).
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
+        "mcp": {"level": "WARNING"},
+    },
 }
 
 # --- Embeddings (recall): onnx = all-MiniLM-L6-v2 int8 on the CPU, offline (the model ships in a
@@ -360,3 +505,6 @@ if EMBEDDINGS_BACKEND == "openai" and not (
 # Each web and worker process caches the search indexes of the people it recently searched
 # (memoryhub.core.recall.cache): at most this many bytes, least recently used out first.
 RECALL_CACHE_MAX_BYTES: int = env.int("RECALL_CACHE_MAX_BYTES", default=256 * 1024 * 1024)
+# The MCP server (/mcp/) offers delete_memory and delete_all_memories only when this is on: a
+# model acting on a prompt-injected instruction cannot delete what it is never offered.
+MCP_DESTRUCTIVE_TOOLS: bool = env.bool("MCP_DESTRUCTIVE_TOOLS", default=False)

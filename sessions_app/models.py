@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from typing import ClassVar
 
 from django.db import models
 from uuid6 import uuid7
@@ -340,6 +341,9 @@ class MessageVector(TenantOwnedModel):
     model change re-embeds. `end_user` repeats the session's person so that loading one
     person's vectors is one index range.
     """
+
+    # Recomputable from its message: not a kind of its own in deletion counts (accounts).
+    derived_data: ClassVar[bool] = True
 
     message = models.OneToOneField(
         Message, on_delete=models.CASCADE, primary_key=True, related_name="vector"

@@ -23,7 +23,16 @@ from typing import Any, ClassVar
 import factory
 from django.utils import timezone
 
-from facts_app.models import Fact, Note, NoteKind, UserMemory, UserMemoryVersion
+from facts_app.models import (
+    Fact,
+    FactVector,
+    Note,
+    NoteKind,
+    NoteVector,
+    UserMemory,
+    UserMemoryVector,
+    UserMemoryVersion,
+)
 from facts_app.services.facts import fact_content_hash, fact_search_text
 from facts_app.services.notes import today_utc
 from memoryhub.accounts.models import (
@@ -41,11 +50,13 @@ from memoryhub.accounts.models import (
     Tenant,
     User,
 )
+from memoryhub.llm.embeddings import MINILM_DIMENSIONS, MINILM_MODEL_NAME, vector_to_bytes
 from memoryhub.llm.models import LlmUsage, LlmUsagePurpose
 from memoryhub.transfer.models import ImportedRecord
 from sessions_app.models import (
     Message,
     MessageRole,
+    MessageVector,
     Plan,
     Session,
     StateEntry,
@@ -59,6 +70,13 @@ TEST_PASSWORD = "pw-for-tests-only"
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _unit_vector(n: int) -> bytes:
+    """A stored vector of the default model: unit length, one of its axes."""
+    vector = [0.0] * MINILM_DIMENSIONS
+    vector[n % MINILM_DIMENSIONS] = 1.0
+    return vector_to_bytes(vector)
 
 
 # --- accounts -----------------------------------------------------------------------------------
@@ -391,3 +409,55 @@ class NoteFactory(TenantOwnedFactory):
     day = None
     version = factory.Sequence(lambda n: n + 1)
     content = factory.Faker("paragraph")
+
+
+# --- vectors (derived rows: normally the embedding worker's) --------------------------------------
+
+
+class VectorFactory(TenantOwnedFactory):
+    class Meta:
+        abstract = True
+
+    model = MINILM_MODEL_NAME
+    vector = factory.Sequence(_unit_vector)
+
+
+class MessageVectorFactory(VectorFactory):
+    _tenant_parents = ("message",)
+
+    class Meta:
+        model = MessageVector
+
+    tenant = factory.SubFactory(TenantFactory)
+    message = factory.SubFactory(MessageFactory, session__tenant=factory.SelfAttribute("...tenant"))
+    end_user = factory.SelfAttribute("message.session.end_user")
+
+
+class FactVectorFactory(VectorFactory):
+    _tenant_parents = ("fact",)
+
+    class Meta:
+        model = FactVector
+
+    tenant = factory.SubFactory(TenantFactory)
+    fact = factory.SubFactory(FactFactory, tenant=factory.SelfAttribute("..tenant"))
+
+
+class UserMemoryVectorFactory(VectorFactory):
+    _tenant_parents = ("memory",)
+
+    class Meta:
+        model = UserMemoryVector
+
+    tenant = factory.SubFactory(TenantFactory)
+    memory = factory.SubFactory(UserMemoryFactory, tenant=factory.SelfAttribute("..tenant"))
+
+
+class NoteVectorFactory(VectorFactory):
+    _tenant_parents = ("note",)
+
+    class Meta:
+        model = NoteVector
+
+    tenant = factory.SubFactory(TenantFactory)
+    note = factory.SubFactory(NoteFactory, tenant=factory.SelfAttribute("..tenant"))

@@ -11,11 +11,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from facts_app.models import Fact
+from facts_app.recall import MODES
 from facts_app.selectors.facts import (
     FactFilters,
     fact_get_for_tenant,
     fact_list_for_tenant,
-    fact_search,
+    fact_search_result,
 )
 from facts_app.services.facts import fact_create, fact_delete, fact_update
 from memoryhub.accounts.api import LimitCursorPagination, TenantScopedAPIView
@@ -98,12 +99,27 @@ class FactOutputSerializer(serializers.ModelSerializer[Fact]):
         return fact.end_user.external_id if fact.end_user else None
 
 
+class FactSearchSignalsSerializer(serializers.Serializer[Any]):
+    """Which parts of the ranking matched (the same keys as a message search's signals; a fact
+    has no speaker, so `speaker` and `when` stay false)."""
+
+    lexical = serializers.BooleanField()
+    semantic = serializers.BooleanField()
+    speaker = serializers.BooleanField()
+    date = serializers.BooleanField()
+    when = serializers.BooleanField()
+
+
 class FactSearchHitSerializer(serializers.Serializer[Any]):
     score = serializers.FloatField()
+    lexical_score = serializers.FloatField(allow_null=True)
+    dense_score = serializers.FloatField(allow_null=True)
+    signals = FactSearchSignalsSerializer()
     fact = FactOutputSerializer()
 
 
 class FactSearchResultSerializer(serializers.Serializer[Any]):
+    mode = serializers.ChoiceField(choices=MODES, help_text="The mode that ran.")
     results = FactSearchHitSerializer(many=True)
 
 
@@ -151,6 +167,30 @@ def _query_data(request: Request, *, lists: tuple[str, ...]) -> dict[str, Any]:
 class FactSearchQuerySerializer(FactFilterQuerySerializer):
     q = StrictCharField(max_length=1000, help_text="Natural language; any of its words may match.")
     top_k = serializers.IntegerField(required=False, min_value=1, max_value=100, default=10)
+    mode = serializers.ChoiceField(
+        choices=MODES,
+        default="hybrid",
+        help_text=(
+            "hybrid: words (BM25 over the person's facts) fused with meaning (an embedding) and "
+            "the dates `q` names; lexical: words only; semantic: meaning only. hybrid and "
+            "semantic rank one person's facts: give user_id. Without user_id the search is the "
+            "database's full-text search over the tenant (lexical), and semantic is refused."
+        ),
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("mode") == "semantic" and not attrs.get("user_id"):
+            raise serializers.ValidationError(
+                {
+                    "mode": [
+                        serializers.ErrorDetail(
+                            "Semantic search reads one person's facts: give user_id.",
+                            code="person_required",
+                        )
+                    ]
+                }
+            )
+        return attrs
 
 
 class FactPagination(LimitCursorPagination):
@@ -247,10 +287,14 @@ class FactDetailView(TenantScopedAPIView):
 class FactSearchView(TenantScopedAPIView):
     @extend_schema(
         operation_id="facts_search",
-        summary="Full-text search over facts, best first",
+        summary="Search facts, best first",
         description=(
-            "Any word of `q` may match (OR); words are stemmed; the person's id and the tags "
-            "are searchable too. Superseded and expired facts are left out unless "
+            "With `user_id`, hybrid by default: any word of `q` may match (stemmed, weighted by "
+            "how rare it is among the person's facts; the tags count too), fused with the "
+            "meaning of `q`; a fact not embedded yet is still found by its words, and a fact "
+            "found by meaning alone must be close to `q`. Without `user_id`: the database's "
+            "full-text search over the tenant's facts (the person's id is searchable too), "
+            "`mode` says which ran. Superseded and expired facts are left out unless "
             "`include_superseded=true`."
         ),
         parameters=[FactSearchQuerySerializer],
@@ -264,21 +308,29 @@ class FactSearchView(TenantScopedAPIView):
             # An unknown person is a 404, as everywhere else, not an empty result.
             end_user_get_for_tenant(tenant=self.tenant, external_id=filters.user_id)
         try:
-            hits = fact_search(
+            found = fact_search_result(
                 tenant=self.tenant,
                 query=query.validated_data["q"],
                 filters=filters,
                 top_k=query.validated_data["top_k"],
+                mode=query.validated_data["mode"],
             )
         except EmptySearchQuery as error:
             raise serializers.ValidationError({"q": [str(error)]}, code="empty_query") from None
         # One many=True serializer: DRF builds a serializer's fields per instance otherwise.
-        facts = FactOutputSerializer([hit.fact for hit in hits], many=True).data
+        facts = FactOutputSerializer([hit.fact for hit in found.hits], many=True).data
         return Response(
             {
+                "mode": found.mode,
                 "results": [
-                    {"score": hit.score, "fact": fact}
-                    for hit, fact in zip(hits, facts, strict=True)
-                ]
+                    {
+                        "score": hit.score,
+                        "lexical_score": hit.lexical_score,
+                        "dense_score": hit.dense_score,
+                        "signals": hit.signals.as_dict(),
+                        "fact": fact,
+                    }
+                    for hit, fact in zip(found.hits, facts, strict=True)
+                ],
             }
         )

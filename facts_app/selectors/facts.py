@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 
 from django.db import connections, router
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import DateTimeField, F, FilteredRelation, Q, QuerySet, TextField, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from facts_app.models import Fact
+from facts_app.recall import (
+    LEXICAL_ONLY,
+    MAX_CANDIDATES,
+    FactCandidate,
+    candidates_rank,
+    index_discard,
+    recall_supported,
+)
 from memoryhub.accounts.models import Tenant
-from memoryhub.core.errors import ResourceNotFound
+from memoryhub.core.errors import InvalidInput, ResourceNotFound
 from memoryhub.core.jsonfilters import filter_json_list_contains_all
+from memoryhub.core.recall import Mode, Signals
 from memoryhub.core.search import FullTextRanker, Ranker
+from memoryhub.llm.embeddings import get_embedder
 
 FACT_RANKER = FullTextRanker(
     column="search_text", fts_table="facts_app_fact_fts", pg_vector_column="search_vector"
@@ -79,6 +90,154 @@ def fact_list_for_tenant(*, tenant: Tenant, filters: FactFilters) -> QuerySet[Fa
 class ScoredFact:
     fact: Fact
     score: float
+    # The raw lexical (BM25 or the database's rank) and dense (cosine) scores, and which parts
+    # of the ranking matched; a database search is lexical only.
+    lexical_score: float | None = None
+    dense_score: float | None = None
+    signals: Signals = LEXICAL_ONLY
+
+
+@dataclass(frozen=True)
+class FactSearchResult:
+    mode: Mode  # the mode that ran (hybrid with nothing embedded yet runs as lexical)
+    hits: list[ScoredFact]
+
+
+def fact_candidates(
+    *, tenant: Tenant, filters: FactFilters, end_user_id: int | None = None
+) -> list[FactCandidate] | None:
+    """Every fact of one person that `filters` allow (the person: `filters.user_id`, or
+    `end_user_id`), newest first, with what ranking needs; None when there are more than
+    MAX_CANDIDATES (the caller then searches in the database). One query.
+
+    The statement is the ORM's (so every filter is fact_list_for_tenant's), but its rows are
+    read from the cursor as the database sends them: Django's per-row conversions (JSON tags,
+    datetimes) cost several times the query at a thousand facts, and ranking parses them only
+    when it builds an index.
+    """
+    facts = fact_list_for_tenant(tenant=tenant, filters=filters)
+    if end_user_id is not None:
+        facts = facts.filter(end_user_id=end_user_id)
+    embedder = get_embedder()
+    if embedder is not None:
+        # Only a vector of the current model counts: after a model change the facts rank
+        # lexically until they are embedded again.
+        facts = facts.alias(
+            current_vector=FilteredRelation(
+                "vector", condition=Q(vector__model=embedder.model_name)
+            )
+        ).annotate(vector_written_at=F("current_vector__created_at"))
+    else:
+        facts = facts.annotate(vector_written_at=Value(None, output_field=DateTimeField()))
+    query = (
+        facts.order_by("-created_at", "-pk")
+        .values_list("pk", "end_user_id", "content", "tags", "created_at", "vector_written_at")[
+            : MAX_CANDIDATES + 1
+        ]
+        .query
+    )
+    sql, params = query.get_compiler(using=facts.db).as_sql()
+    with connections[facts.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if len(rows) > MAX_CANDIDATES:
+        return None
+    return [FactCandidate._make(row) for row in rows]
+
+
+def _filters_key(filters: FactFilters) -> FactFilters:
+    # The person is named by id in the cache key; the rest of the filters chose the candidates.
+    return dataclasses.replace(filters, user_id=None)
+
+
+def fact_search_result(
+    *,
+    tenant: Tenant,
+    query: str,
+    filters: FactFilters,
+    top_k: int = 10,
+    mode: Mode = "hybrid",
+    ranker: Ranker = FACT_RANKER,
+) -> FactSearchResult:
+    """The `top_k` facts most relevant to `query`, best first, and the mode that ran.
+
+    With a person (`filters.user_id`) the database chooses the candidates and the hybrid
+    search of memoryhub.core.recall ranks them (facts_app.recall), in `mode`. Without one (the
+    whole tenant, possibly millions of facts) it is the database's full-text search, lexical;
+    a semantic search then is refused (InvalidInput on `mode`). So is a person with more than
+    MAX_CANDIDATES matching facts, or a query whose words the engine cannot read (another
+    script). Raises EmptySearchQuery for a query with no searchable word.
+    """
+    if filters.user_id is not None and (mode == "semantic" or recall_supported(query)):
+        candidates = fact_candidates(tenant=tenant, filters=filters)
+        if candidates is not None:
+            return _ranked(
+                tenant=tenant,
+                query=query,
+                filters=filters,
+                mode=mode,
+                top_k=top_k,
+                candidates=candidates,
+            )
+    if mode == "semantic" and filters.user_id is None:
+        raise InvalidInput(
+            field="mode",
+            message="Semantic search reads one person's facts: give user_id.",
+            code="person_required",
+        )
+    candidates_qs = fact_list_for_tenant(tenant=tenant, filters=filters)
+    scored = ranker.rank(query=query, candidates=candidates_qs, limit=top_k)
+    by_id = (
+        Fact.objects.for_tenant(tenant)
+        .select_related("end_user")
+        .in_bulk([item.id for item in scored])
+    )
+    return FactSearchResult(
+        mode="lexical",
+        hits=[
+            ScoredFact(fact=by_id[item.id], score=item.score, lexical_score=item.score)
+            for item in scored
+            if item.id in by_id
+        ],
+    )
+
+
+def _ranked(
+    *,
+    tenant: Tenant,
+    query: str,
+    filters: FactFilters,
+    mode: Mode,
+    top_k: int,
+    candidates: list[FactCandidate],
+) -> FactSearchResult:
+    found = candidates_rank(
+        tenant_id=tenant.pk,
+        filters_key=_filters_key(filters),
+        candidates=candidates,
+        query=query,
+        mode=mode,
+        top_k=top_k,
+    )
+    by_id = (
+        Fact.objects.for_tenant(tenant)
+        .select_related("end_user")
+        .in_bulk([ranked.candidate.id for ranked in found.hits])
+    )
+    return FactSearchResult(
+        mode=found.mode,
+        hits=[
+            ScoredFact(
+                fact=by_id[ranked.candidate.id],
+                score=ranked.hit.score,
+                lexical_score=ranked.hit.lexical_score,
+                dense_score=ranked.hit.dense_score,
+                signals=ranked.hit.signals,
+            )
+            for ranked in found.hits
+            if ranked.candidate.id in by_id
+        ],
+    )
 
 
 def fact_search(
@@ -87,19 +246,13 @@ def fact_search(
     query: str,
     filters: FactFilters,
     top_k: int = 10,
+    mode: Mode = "hybrid",
     ranker: Ranker = FACT_RANKER,
 ) -> list[ScoredFact]:
-    """The `top_k` facts most relevant to `query`, best first. Raises EmptySearchQuery."""
-    candidates = fact_list_for_tenant(tenant=tenant, filters=filters)
-    scored = ranker.rank(query=query, candidates=candidates, limit=top_k)
-    by_id = (
-        Fact.objects.for_tenant(tenant)
-        .select_related("end_user")
-        .in_bulk([item.id for item in scored])
-    )
-    return [
-        ScoredFact(fact=by_id[item.id], score=item.score) for item in scored if item.id in by_id
-    ]
+    """The hits of `fact_search_result`. Raises EmptySearchQuery."""
+    return fact_search_result(
+        tenant=tenant, query=query, filters=filters, top_k=top_k, mode=mode, ranker=ranker
+    ).hits
 
 
 @dataclass(frozen=True)
@@ -107,6 +260,39 @@ class FactHit:
     id: int
     content: str
     score: float
+
+
+def fact_recall_for_person(
+    *, tenant: Tenant, end_user_id: int, query: str, top_k: int = 10
+) -> list[FactHit]:
+    """The `top_k` current facts of one person most relevant to `query`, best first: what
+    `fact_search` finds with `FactFilters(user_id=<that person's id>)`, as id, content and
+    score only, in one query once the person's index is cached (the context reads this before
+    nearly every model call a bot makes). Raises EmptySearchQuery."""
+    if recall_supported(query):
+        candidates = fact_candidates(tenant=tenant, filters=FactFilters(), end_user_id=end_user_id)
+        if candidates is not None:
+            if not candidates:
+                # Nothing left of the person (all deleted, or erased): nothing to keep either.
+                index_discard(
+                    tenant_id=tenant.pk, end_user_id=end_user_id, filters_key=FactFilters()
+                )
+            found = candidates_rank(
+                tenant_id=tenant.pk,
+                filters_key=FactFilters(),
+                candidates=candidates,
+                query=query,
+                top_k=top_k,
+            )
+            return [
+                FactHit(
+                    id=ranked.candidate.id, content=ranked.candidate.content, score=ranked.hit.score
+                )
+                for ranked in found.hits
+            ]
+    return fact_search_for_person(
+        tenant_id=tenant.pk, end_user_id=end_user_id, query=query, top_k=top_k
+    )
 
 
 def fact_search_for_person(

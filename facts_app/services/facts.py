@@ -12,9 +12,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from facts_app.models import Fact
+from facts_app.embedding import vectors_request
+from facts_app.models import Fact, FactVector
 from memoryhub.accounts.models import Actor, EndUser, Tenant
-from memoryhub.accounts.services import audited_delete
+from memoryhub.accounts.services import audited_delete, end_user_hold
 from memoryhub.core.errors import Conflict
 
 _SPACE = re.compile(r"\s+")
@@ -114,6 +115,10 @@ def fact_create(
     tag_list = list(dict.fromkeys(tags or []))
     try:
         with transaction.atomic():
+            if end_user is not None:
+                # Before the insert: an erasure under way waits for this fact or takes the
+                # person first (404), never a foreign-key error at commit.
+                end_user_hold(end_user_id=end_user.pk)
             fact = Fact.objects.create(
                 tenant=tenant,
                 end_user=end_user,
@@ -128,6 +133,7 @@ def fact_create(
             )
             if supersedes is not None:
                 fact_supersede(old=supersedes, new=fact)
+            vectors_request(kind="fact", tenant_id=tenant.pk, ids=[fact.pk])
     except IntegrityError:
         # A concurrent post of the same text won the race: return its fact.
         existing = _existing(tenant=tenant, end_user=end_user, content_hash=content_hash)
@@ -156,6 +162,7 @@ def fact_update(
     valid_until: dt.datetime | None = None,
     clear_valid_until: bool = False,
 ) -> Fact:
+    content_changed = content is not None and content != fact.content
     if content is not None:
         fact.content = content
         fact.content_hash = fact_content_hash(content)
@@ -171,6 +178,11 @@ def fact_update(
     try:
         with transaction.atomic():
             fact.save()
+            if content_changed:
+                # The old text's vector would keep answering for it: gone with the edit, and
+                # the new text embedded after commit.
+                FactVector.objects.filter(fact_id=fact.pk).delete()
+                vectors_request(kind="fact", tenant_id=fact.tenant_id, ids=[fact.pk])
     except IntegrityError:
         raise Conflict(
             "This person already has a fact with the same text.", code="duplicate_fact"

@@ -7,9 +7,10 @@ import uuid
 
 from django.db import IntegrityError, transaction
 
-from facts_app.models import UserMemory, UserMemoryVersion
+from facts_app.embedding import vectors_request
+from facts_app.models import UserMemory, UserMemoryVector, UserMemoryVersion
 from memoryhub.accounts.models import Actor, EndUser, Tenant
-from memoryhub.accounts.services import audited_delete
+from memoryhub.accounts.services import audited_delete, end_user_hold
 
 
 def memory_save(
@@ -30,6 +31,8 @@ def memory_save(
     for attempt in range(2):
         try:
             with transaction.atomic():
+                if end_user is not None:
+                    end_user_hold(end_user_id=end_user.pk)  # before the memory's row: 404 if erased
                 memory = (
                     UserMemory.objects.for_tenant(tenant)
                     .select_for_update()
@@ -37,18 +40,17 @@ def memory_save(
                     .first()
                 )
                 if memory is None:
-                    return (
-                        UserMemory.objects.create(
-                            tenant=tenant,
-                            end_user=end_user,
-                            key=key,
-                            content=content,
-                            pinned=bool(pinned),
-                            expires_at=expires_at,
-                            source_session_id=source_session_id,
-                        ),
-                        True,
+                    memory = UserMemory.objects.create(
+                        tenant=tenant,
+                        end_user=end_user,
+                        key=key,
+                        content=content,
+                        pinned=bool(pinned),
+                        expires_at=expires_at,
+                        source_session_id=source_session_id,
                     )
+                    vectors_request(kind="memory", tenant_id=tenant.pk, ids=[memory.pk])
+                    return memory, True
                 if memory.content != content:
                     UserMemoryVersion.objects.create(
                         tenant=tenant,
@@ -61,6 +63,9 @@ def memory_save(
                     memory.content = content
                     memory.version += 1
                     memory.source_session_id = source_session_id
+                    # The old text's vector goes with it; the new one is embedded after commit.
+                    UserMemoryVector.objects.filter(memory_id=memory.pk).delete()
+                    vectors_request(kind="memory", tenant_id=tenant.pk, ids=[memory.pk])
                 if pinned is not None:
                     memory.pinned = pinned
                 if expires_at is not None or clear_expires_at:

@@ -15,7 +15,8 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from rest_framework import serializers
 
-from facts_app.models import Note, NoteKind
+from facts_app.embedding import vectors_request
+from facts_app.models import Note, NoteKind, NoteVector
 from memoryhub.accounts.models import EndUser, Tenant
 from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.limits import limit
@@ -52,10 +53,12 @@ def _lock_end_user(*, tenant: Tenant, end_user: EndUser) -> None:
 
     On PostgreSQL this is the row lock; on SQLite the IMMEDIATE transaction already holds the
     database write lock and select_for_update is a no-op. The unique constraints on
-    (user, kind, day, version) are the backstop either way.
+    (user, kind, day, version) are the backstop either way. `FOR NO KEY UPDATE`: it waits for
+    an erasure (and an erasure for it), not for the person's other writers, which only hold
+    them (accounts.services.end_user_hold).
     """
     locked = (
-        EndUser.objects.select_for_update()
+        EndUser.objects.select_for_update(no_key=True)
         .filter(tenant=tenant, pk=end_user.pk)
         .values_list("pk", flat=True)
     )
@@ -82,7 +85,7 @@ def _new_version(
     content: str,
     previous: Note | None,
 ) -> Note:
-    return Note.objects.create(
+    note = Note.objects.create(
         tenant=tenant,
         end_user=end_user,
         kind=kind,
@@ -90,6 +93,9 @@ def _new_version(
         version=(previous.version if previous else 0) + 1,
         content=content,
     )
+    if content:
+        vectors_request(kind="note", tenant_id=tenant.pk, ids=[note.pk])
+    return note
 
 
 @transaction.atomic
@@ -177,6 +183,10 @@ def note_clear(*, tenant: Tenant, end_user: EndUser) -> int:
             for kind, day, version in cleared
         ]
     )
+    if cleared:
+        # Every current version is empty now: the vectors of the texts before say nothing
+        # about the notes as they stand.
+        NoteVector.objects.filter(note__tenant=tenant, note__end_user=end_user).delete()
     return len(cleared)
 
 

@@ -5,6 +5,11 @@ import datetime as dt
 import pytest
 from django.apps import apps
 
+from facts_app.embedding import (
+    fact_vectors_compute,
+    memory_vectors_compute,
+    note_vectors_compute,
+)
 from facts_app.models import Fact, Note, UserMemory, UserMemoryVersion
 from facts_app.services.facts import fact_create
 from facts_app.services.memories import memory_save
@@ -61,6 +66,10 @@ def remember_everything(tenant, user_id: str) -> EndUser:
         version=1,
         content="- talked",
     )
+    # What the worker does after those writes: every kind of vector exists too.
+    fact_vectors_compute(tenant_id=tenant.pk)
+    memory_vectors_compute(tenant_id=tenant.pk)
+    note_vectors_compute(tenant_id=tenant.pk)
     IdempotencyRecord.objects.create(
         tenant=tenant,
         end_user=end_user,

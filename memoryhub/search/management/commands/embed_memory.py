@@ -10,10 +10,17 @@ import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from facts_app.embedding import fact_vectors_compute, facts_without_vector
 from tqdm import tqdm
 
-from facts_app.models import Fact
+from facts_app.embedding import (
+    fact_vectors_compute,
+    facts_without_vector,
+    memories_without_vector,
+    memory_vectors_compute,
+    note_vectors_compute,
+    notes_without_vector,
+)
+from facts_app.models import Fact, Note, UserMemory
 from memoryhub.accounts.models import Tenant
 from memoryhub.llm.embeddings import get_embedder
 from sessions_app.embedding import message_vectors_compute, messages_without_vector
@@ -22,7 +29,8 @@ from sessions_app.models import Message
 
 class Command(BaseCommand):
     help = (
-        "Embed every message and fact that has no vector of the current embedding model "
+        "Embed every message, fact, memory and current note that has no vector of the current "
+        "embedding model "
         "(EMBEDDINGS_BACKEND), for the given tenants or all. Safe to repeat and to run beside "
         "the workers: a vector is keyed by its row."
     )
@@ -53,17 +61,28 @@ class Command(BaseCommand):
             facts = Fact.objects.filter(tenant=tenant).filter(
                 facts_without_vector(embedder=embedder)
             )
+            memories = UserMemory.objects.filter(tenant=tenant).filter(
+                memories_without_vector(embedder=embedder)
+            )
+            notes = Note.objects.filter(tenant=tenant).filter(
+                notes_without_vector(embedder=embedder)
+            )
             with tqdm(
-                total=messages.count() + facts.count(),
+                total=messages.count() + facts.count() + memories.count() + notes.count(),
                 unit=" rows",
                 desc=f"{tenant.slug}: embedding",
                 disable=options["no_progress"],
                 file=sys.stderr,
             ) as bar:
+
+                def advance(rows: int) -> None:
+                    bar.update(rows)
+
                 sessions = messages.values_list("session_id", flat=True).distinct()
-                embedded = sum(
-                    message_vectors_compute(session_id=session_id, progress=bar.update)
-                    for session_id in list(sessions)
-                )
-                embedded += fact_vectors_compute(tenant_id=tenant.pk, progress=bar.update)
+                embedded = 0
+                for session_id in list(sessions):
+                    embedded += message_vectors_compute(session_id=session_id, progress=advance)
+                embedded += fact_vectors_compute(tenant_id=tenant.pk, progress=advance)
+                embedded += memory_vectors_compute(tenant_id=tenant.pk, progress=advance)
+                embedded += note_vectors_compute(tenant_id=tenant.pk, progress=advance)
             self.stdout.write(f"{tenant.slug}: embedded {embedded} rows with {embedder.model_name}")
