@@ -29,7 +29,7 @@ from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.pages import htmx_partial
 from memoryhub.core.search import EmptySearchQuery
 from sessions_app.models import Message, MessageRole, Session
-from sessions_app.recall import messages_search
+from sessions_app.recall import Mode, messages_search
 from sessions_app.selectors import MessageHit, session_get_for_tenant
 
 TOP_K_STEPS = (10, 25, 50, TOP_K_MAX)
@@ -119,9 +119,24 @@ class MessageResult:
     person_url: str | None
 
 
+def _mode(form: SearchForm) -> Mode:
+    data = form.cleaned_data
+    mode: Mode = data.get("mode") or "hybrid"
+    if mode == "semantic" and not (data.get("user_id") or data.get("session_id")):
+        return "hybrid"  # meaning needs one person's history; the words still search all
+    return mode
+
+
 def _fact_results(form: SearchForm, tenant: Tenant, top_k: int) -> list[FactResult]:
+    mode = _mode(form)
+    if mode == "semantic" and not form.cleaned_data.get("user_id"):
+        mode = "hybrid"  # facts are a person's by user_id only
     hits = fact_search(
-        tenant=tenant, query=form.cleaned_data["q"], filters=form.fact_filters(), top_k=top_k
+        tenant=tenant,
+        query=form.cleaned_data["q"],
+        filters=form.fact_filters(),
+        top_k=top_k,
+        mode=mode,
     )
     now = timezone.now()
     results = []
@@ -144,13 +159,10 @@ def _fact_results(form: SearchForm, tenant: Tenant, top_k: int) -> list[FactResu
 
 def _message_results(form: SearchForm, tenant: Tenant, top_k: int) -> list[MessageResult]:
     data = form.cleaned_data
-    mode = data.get("mode") or "hybrid"
-    if mode == "semantic" and not (data.get("user_id") or data.get("session_id")):
-        mode = "hybrid"  # meaning needs one person's history; the words still search all
     found = messages_search(
         tenant=tenant,
         query=data["q"],
-        mode=mode,
+        mode=_mode(form),
         user_id=data.get("user_id") or None,
         session_id=data.get("session_id"),
         role=data.get("role") or None,
