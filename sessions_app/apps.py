@@ -1,6 +1,21 @@
+from __future__ import annotations
+
+import uuid
+
 from django.apps import AppConfig
 
 
 class SessionsAppConfig(AppConfig):
     name = "sessions_app"
     verbose_name = "Conversation memory"
+
+    def ready(self) -> None:
+        from memoryhub.accounts.provenance import session_lookup_register
+
+        session_lookup_register(_session_of_tenant)
+
+
+def _session_of_tenant(tenant: object, session_id: uuid.UUID) -> bool:
+    from sessions_app.models import Session
+
+    return Session.objects.filter(tenant=tenant, pk=session_id).exists()

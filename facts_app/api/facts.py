@@ -24,7 +24,7 @@ from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ApiKeyScope
 from memoryhub.accounts.permissions import InsufficientScope
 from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.accounts.services import end_user_get_or_create
-from memoryhub.core.fields import StrictCharField
+from memoryhub.core.fields import StrictCharField, StrictUUIDField
 from memoryhub.core.limits import validate_json_value, validate_text_size
 from memoryhub.core.search import EmptySearchQuery
 
@@ -48,7 +48,7 @@ class FactInputSerializer(serializers.Serializer[Any]):
     user_id = StrictCharField(required=False, allow_null=True, max_length=END_USER_ID_MAX_LENGTH)
     tags = TagListField(required=False)
     metadata = serializers.DictField(required=False, validators=[_metadata_validator])
-    source_session_id = serializers.UUIDField(required=False, allow_null=True)
+    source_session_id = StrictUUIDField(required=False, allow_null=True)
     source_message_ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1), required=False, max_length=100
     )

@@ -25,7 +25,7 @@ from memoryhub.accounts.models import ApiKeyScope, EndUser
 from memoryhub.accounts.permissions import InsufficientScope
 from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.accounts.services import end_user_get_or_create
-from memoryhub.core.fields import StrictCharField
+from memoryhub.core.fields import StrictCharField, StrictUUIDField
 from memoryhub.core.limits import validate_text_size
 
 _KEY = re.compile(MEMORY_KEY_PATTERN)
@@ -49,7 +49,7 @@ class MemoryInputSerializer(serializers.Serializer[Any]):
     content = StrictCharField(trim_whitespace=False)
     pinned = serializers.BooleanField(required=False)
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
-    source_session_id = serializers.UUIDField(required=False, allow_null=True)
+    source_session_id = StrictUUIDField(required=False, allow_null=True)
 
     def validate_content(self, value: str) -> str:
         if not value.strip():

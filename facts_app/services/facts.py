@@ -15,6 +15,7 @@ from django.utils import timezone
 from facts_app.embedding import vectors_request
 from facts_app.models import Fact, FactVector
 from memoryhub.accounts.models import Actor, EndUser, Tenant
+from memoryhub.accounts.provenance import source_session_check
 from memoryhub.accounts.services import audited_delete, end_user_hold
 from memoryhub.core.errors import Conflict
 
@@ -108,6 +109,7 @@ def fact_create(
     `supersedes` marks an older fact as replaced by this one (it stays, with superseded_by and
     valid_until set) instead of deleting it.
     """
+    source_session_check(tenant=tenant, session_id=source_session_id)
     content_hash = fact_content_hash(content)
     existing = _existing(tenant=tenant, end_user=end_user, content_hash=content_hash)
     if existing is not None:

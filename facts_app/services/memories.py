@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from facts_app.embedding import vectors_request
 from facts_app.models import UserMemory, UserMemoryVector, UserMemoryVersion
 from memoryhub.accounts.models import Actor, EndUser, Tenant
+from memoryhub.accounts.provenance import source_session_check
 from memoryhub.accounts.services import audited_delete, end_user_hold
 
 
@@ -28,6 +29,7 @@ def memory_save(
 
     A changed text moves the old one into UserMemoryVersion first: nothing is silently lost.
     """
+    source_session_check(tenant=tenant, session_id=source_session_id)
     for attempt in range(2):
         try:
             with transaction.atomic():

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from memoryhub.accounts.models import EndUser
+from sessions_app.services import session_create_or_get
 from tests.helpers import error_code
 
 DEEP = 2000  # past Python's recursion limit in the JSON decoder
@@ -117,3 +118,32 @@ def test_hand_made_cursors_are_never_a_500(api, session, cursor):
         assert response.status_code in (200, 400), (path, response.content)
         if response.status_code == 400:
             assert response.json()["error"]["fields"]["cursor"][0]["code"] == "invalid_cursor"
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "body"),
+    [
+        ("/api/v1/facts/", "post", {"user_id": "ana", "content": "likes tea"}),
+        ("/api/v1/users/ana/memories/drink/", "put", {"content": "tea"}),
+    ],
+)
+def test_a_source_session_must_be_a_session_of_the_callers_tenant(
+    api, session, other_tenant, path, method, body
+):
+    foreign, _ = session_create_or_get(tenant=other_tenant, user_id="ana")
+    call = getattr(api, method)
+
+    for bad, code in [
+        (str(foreign.pk), "not_found"),
+        ("00000000-0000-0000-0000-000000000000", "not_found"),
+        (False, "invalid"),
+        (0, "invalid"),
+    ]:
+        response = call(path, {**body, "source_session_id": bad}, format="json")
+        assert response.status_code == 400, (bad, response.content)
+        fields = response.json()["error"]["fields"]
+        assert fields["source_session_id"][0]["code"] == code, bad
+
+    ok = call(path, {**body, "source_session_id": str(session.pk)}, format="json")
+    assert ok.status_code in (200, 201), ok.content
+    assert ok.json()["source_session_id"] == str(session.pk)
