@@ -1,6 +1,7 @@
+from csp.decorators import csp_update
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from memoryhub import health
 
@@ -18,10 +19,24 @@ urlpatterns = [
     path("api/v1/", include("memoryhub.context.api_urls")),
     path("api/v1/", include("facts_app.api.urls")),
     path("api/v1/", include("memoryhub.people.urls")),
+    path("mcp/", include("memoryhub.mcp.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # The split view serves its start-up script as a file (?script), so the page keeps the
+    # Content-Security-Policy's script-src 'self'; Swagger UI's own inline <style> needs styles.
+    path(
+        "api/docs/",
+        csp_update({"style-src": ["'unsafe-inline'"]})(
+            SpectacularSwaggerSplitView.as_view(url_name="api-schema")
+        ),
+        name="api-docs",
+    ),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
 ]
 
+# Errors raised outside DRF's views: JSON under /api/, Django's pages elsewhere; a database
+# outage is a 503 with Retry-After either way (memoryhub.core.errors).
+handler400 = "memoryhub.core.errors.page_or_api_400"
+handler403 = "memoryhub.core.errors.page_or_api_403"
 handler404 = "memoryhub.core.errors.page_or_api_404"
+handler500 = "memoryhub.core.errors.page_or_api_500"
