@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from bench.parts.context import ContextSetup
     from bench.parts.facts import FactSet, SearchStatement
     from bench.parts.reads import ReadSession
+    from bench.parts.recall import RecallSetup
     from memoryhub.accounts.models import Tenant
 
 TENANT_SLUG = "memoryhub-bench"
@@ -108,6 +109,9 @@ def django_environment(database_url: str) -> dict[str, str]:
             # Enqueued tasks really go to the broker (a summary or extraction request's
             # `delay()` after commit), never run in the request.
             "CELERY_TASK_ALWAYS_EAGER": "false",
+            # The bench's clients send thousands of requests a minute with one key: it measures
+            # the service, not its per-key rate limit.
+            "MEMORYHUB_RATE_LIMIT_PER_KEY": "off",
         }
     )
     env.pop("LLM_BASE_URL", None)  # offline, unless a part says otherwise (llm)
@@ -362,6 +366,7 @@ class Setup:
     # The llm part's tenants ("off", "on") and the cleanup part's, each with an API key's secret.
     llm_tenants: dict[str, tuple[Tenant, str]] | None = None
     cleanup_tenant: tuple[Tenant, str] | None = None
+    recall: RecallSetup | None = None  # None: --only without recall
     sessions: list[str] = field(default_factory=list)  # append sessions, deleted at the end
 
     def new_session(self, label: str, tenant: Tenant | None = None, user: bool = True) -> str:
@@ -386,6 +391,13 @@ def delete_sessions_and_keys(
     with psycopg.connect(database_url) as conn:
         ids = [uuid.UUID(value) for value in session_ids]
         if ids:
+            # A message's vector first (the recall part embeds a session's messages): Django's
+            # cascade is not the database's.
+            conn.execute(
+                "DELETE FROM sessions_app_messagevector WHERE message_id IN "
+                "(SELECT id FROM sessions_app_message WHERE session_id = ANY(%s))",
+                (ids,),
+            )
             conn.execute("DELETE FROM sessions_app_message WHERE session_id = ANY(%s)", (ids,))
             conn.execute("DELETE FROM sessions_app_summary WHERE session_id = ANY(%s)", (ids,))
             conn.execute("DELETE FROM sessions_app_stateentry WHERE session_id = ANY(%s)", (ids,))

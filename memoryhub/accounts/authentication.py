@@ -11,6 +11,8 @@ from rest_framework.request import Request
 from memoryhub.accounts.models import ApiKey, Tenant
 from memoryhub.accounts.selectors import ApiKeyInvalid, api_key_for_secret
 from memoryhub.accounts.services import api_key_mark_used
+from memoryhub.core.errors import TooManyFailedAuthentications
+from memoryhub.core.ratelimit import client_address, window_count, window_hit
 
 
 @dataclass(frozen=True)
@@ -38,9 +40,21 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         presented = self._presented_key(request)
         if presented is None:
             return None
+        # Wrong keys are counted per client address; past the limit, that address is refused
+        # before its key is even looked up, whatever the key, until the window closes (a right
+        # key from there would otherwise tell a guesser it had found one).
+        limit: int = settings.MEMORYHUB_FAILED_AUTH_LIMIT
+        window_seconds: int = settings.MEMORYHUB_FAILED_AUTH_WINDOW_SECONDS
+        failures_key = f"auth-failures:{client_address(request) or 'unknown'}"
+        if limit:
+            failures = window_count(key=failures_key, window_seconds=window_seconds)
+            if failures.count >= limit:
+                raise TooManyFailedAuthentications(wait=failures.retry_after)
         try:
             api_key = api_key_for_secret(presented=presented)
         except ApiKeyInvalid as error:
+            if limit:
+                window_hit(key=failures_key, window_seconds=window_seconds)
             raise exceptions.AuthenticationFailed(error.reason) from None
         api_key_mark_used(
             api_key=api_key, resolution_seconds=settings.API_KEY_LAST_USED_RESOLUTION_SECONDS

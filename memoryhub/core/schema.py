@@ -31,6 +31,11 @@ _ALWAYS = {
     "401": "Missing, unknown, revoked or expired API key.",
     "403": "The API key lacks a scope this operation needs.",
     "404": "No such resource for this API key's tenant.",
+    "414": "The URL is longer than MEMORYHUB_MAX_URL_LENGTH (uri_too_long).",
+    "429": "Too many requests for this API key (rate_limited), or too many wrong keys from this "
+    "address (too_many_failed_authentications): retry after the Retry-After header's seconds.",
+    "503": "The database or the task queue is unavailable for a moment (service_unavailable): "
+    "retry after the Retry-After header's seconds.",
 }
 _WITH_BODY = {
     "413": "The request body is too large.",
