@@ -18,7 +18,6 @@ def test_readyz_checks_the_database_and_the_broker(client):
     assert response.json()["checks"] == {"database": True, "broker": True}
 
 
-@pytest.mark.slow  # /readyz gives the broker one retry: about 2 s
 @pytest.mark.django_db
 def test_readyz_is_503_when_the_broker_is_unreachable(client):
     original = celery_app.conf.broker_url

@@ -10,10 +10,14 @@ errors.
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.template import loader
 from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -99,6 +103,48 @@ class IdempotencyKeyReused(exceptions.APIException):
     default_code = "idempotency_key_reused"
 
 
+class RateLimited(exceptions.Throttled):
+    """An API key past its request rate (MEMORYHUB_RATE_LIMIT_PER_KEY); DRF's own `Throttled`
+    is answered as this, so every 429 of a throttle says `rate_limited`."""
+
+    default_detail = "Too many requests for this API key."
+    default_code = "rate_limited"
+    extra_detail_singular = "Retry in {wait} second."
+    extra_detail_plural = "Retry in {wait} seconds."
+
+
+class TooManyFailedAuthentications(exceptions.Throttled):
+    """Too many wrong API keys from one client address: refused before the key is looked at."""
+
+    default_detail = "Too many failed authentications from this address."
+    default_code = "too_many_failed_authentications"
+    extra_detail_singular = "Retry in {wait} second."
+    extra_detail_plural = "Retry in {wait} seconds."
+
+
+class ServiceUnavailable(exceptions.APIException):
+    """Something MemoryHub needs (the database, the task queue) does not answer: 503 with
+    Retry-After (MEMORYHUB_RETRY_AFTER_SECONDS), so that a client retries instead of giving up."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The service is unavailable for a moment. Retry after Retry-After seconds."
+    default_code = "service_unavailable"
+
+    def __init__(self, detail: str | None = None) -> None:
+        super().__init__(detail)
+        # DRF's exception handler turns `wait` into the Retry-After header (as for a 429).
+        self.wait = settings.MEMORYHUB_RETRY_AFTER_SECONDS
+
+
+# Connection refused or lost, too many connections, a server shutting down, a deadlock or a
+# lock timeout: the database's transient failures. (SQLite also says OperationalError for a
+# missing table; that too is logged with its message.)
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+DATABASE_UNAVAILABLE_MESSAGE = (
+    "The database is unavailable for a moment. Retry after Retry-After seconds."
+)
+
+
 def _field_errors(detail: Any) -> Any:
     """Turn DRF's nested ErrorDetail structure into {"field": [{"code", "message"}]}."""
     if isinstance(detail, dict):
@@ -120,12 +166,18 @@ def _error_body(code: str, message: str, fields: Any = None) -> dict[str, Any]:
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, RequestDataTooBig):
+    if isinstance(exc, DATABASE_UNAVAILABLE):
+        # Raised anywhere in the view, authentication included (the key is looked up there).
+        logger.warning("database unavailable, answering 503: %s", exc)
+        exc = ServiceUnavailable(DATABASE_UNAVAILABLE_MESSAGE)
+    elif isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge()
     elif isinstance(exc, ResourceNotFound):
         exc = Http404(str(exc))
     elif isinstance(exc, DomainError):
         exc = _api_exception_for(exc)
+    elif type(exc) is exceptions.Throttled:
+        exc = RateLimited(wait=getattr(exc, "wait", None))
     elif isinstance(exc, InvalidInput):
         exc = exceptions.ValidationError(
             {exc.field: [exceptions.ErrorDetail(exc.message, exc.code)]}
@@ -173,8 +225,68 @@ def json_error_response(*, status_code: int, code: str, message: str) -> JsonRes
     return JsonResponse(_error_body(code, message), status=status_code)
 
 
+# --- Django's error handlers (memoryhub/urls.py): what happens outside DRF's views --------------
+# Under /api/ they answer in the API's shape; pages keep Django's pages (and a plain one for 503).
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def page_or_api_400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """A request Django refuses before any view (a bad Host header, too many form fields, a body
+    read outside DRF that is too large)."""
+    if not _is_api(request):
+        return defaults.bad_request(request, exception or Exception())
+    if isinstance(exception, RequestDataTooBig):
+        return json_error_response(
+            status_code=413,
+            code=PayloadTooLarge.default_code,
+            message=PayloadTooLarge.default_detail,
+        )
+    return json_error_response(
+        status_code=400, code="bad_request", message="The request is malformed."
+    )
+
+
+def page_or_api_403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if _is_api(request):
+        return json_error_response(
+            status_code=403, code="permission_denied", message="You do not have permission."
+        )
+    return defaults.permission_denied(request, exception or PermissionDenied())
+
+
 def page_or_api_404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """Unknown URLs under /api/ answer in the API's JSON shape; pages keep Django's 404 page."""
-    if request.path.startswith("/api/"):
+    if _is_api(request):
         return json_error_response(status_code=404, code="not_found", message="Not found.")
     return defaults.page_not_found(request, exception or Http404())
+
+
+def page_or_api_500(request: HttpRequest) -> HttpResponse:
+    """An exception no view handled. Django calls this inside its `except`, so the exception is
+    at hand: a database outage is a 503 with Retry-After (JSON, or a plain page that needs
+    nothing from the database), anything else a 500."""
+    if isinstance(sys.exc_info()[1], DATABASE_UNAVAILABLE):
+        return service_unavailable_response(request, message=DATABASE_UNAVAILABLE_MESSAGE)
+    if _is_api(request):
+        return json_error_response(
+            status_code=500, code="server_error", message="An unexpected error occurred."
+        )
+    return defaults.server_error(request)
+
+
+def service_unavailable_response(request: HttpRequest, *, message: str) -> HttpResponse:
+    seconds = settings.MEMORYHUB_RETRY_AFTER_SECONDS
+    response: HttpResponse
+    if _is_api(request):
+        response = json_error_response(
+            status_code=503, code=ServiceUnavailable.default_code, message=message
+        )
+    else:
+        # Rendered without the request: context processors would ask the database.
+        page = loader.render_to_string("503.html", {"retry_after": seconds})
+        response = HttpResponse(page, status=503)
+    response["Retry-After"] = str(seconds)
+    return response

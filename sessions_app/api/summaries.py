@@ -7,12 +7,13 @@ from typing import Any
 from celery import uuid as celery_task_id
 from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from kombu.exceptions import OperationalError as BrokerUnavailable
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memoryhub.accounts.api import TenantScopedAPIView
-from memoryhub.core.errors import ResourceNotFound
+from memoryhub.core.errors import ResourceNotFound, ServiceUnavailable
 from memoryhub.core.fields import StrictCharField
 from memoryhub.core.limits import validate_text_size
 from sessions_app import selectors, summaries
@@ -84,19 +85,34 @@ class SessionSummarizeView(TenantScopedAPIView):
         summary="Summarize now, whatever the threshold (runs in the background)",
         description=(
             "Folds every message except the newest few into the next summary. Poll "
-            "`GET …/summary/` for the result; with nothing new to fold, the summary stays as it is."
+            "`GET …/summary/` for the result; with nothing new to fold, the summary stays as it "
+            "is. With the task queue unavailable nothing is queued: 503 `service_unavailable`, "
+            "and the client retries after `Retry-After` seconds."
         ),
         parameters=[SESSION_ID_PARAMETER],
         request=None,
-        responses={202: SummarizeOutputSerializer, 404: NOT_FOUND},
+        responses={
+            202: SummarizeOutputSerializer,
+            404: NOT_FOUND,
+            503: OpenApiResponse(description="The task queue is unavailable; nothing was queued."),
+        },
     )
     def post(self, request: Request, session_id: str) -> Response:
         session = selectors.session_get_for_tenant(tenant=self.tenant, session_id=session_id)
         task_id = celery_task_id()
         # After commit, like every enqueue; the id is chosen here so the answer can carry it.
-        transaction.on_commit(
-            lambda: summarize_session.apply_async(
-                args=(str(session.pk),), kwargs={"force": True}, task_id=task_id
+        # Outside a transaction (a request) that is at once, so a broker failure lands here.
+        # It is a 503, not a 202 left to the beat sweep: the sweep takes over only sessions
+        # past their threshold, and never forces a summary, so it would not do what was asked.
+        try:
+            transaction.on_commit(
+                lambda: summarize_session.apply_async(
+                    args=(str(session.pk),), kwargs={"force": True}, task_id=task_id
+                )
             )
-        )
+        except BrokerUnavailable as error:
+            raise ServiceUnavailable(
+                "The task queue is unavailable; nothing was queued. "
+                "Retry after Retry-After seconds."
+            ) from error
         return Response({"task_id": task_id}, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,83 @@
+"""gunicorn in production: `gunicorn -c gunicorn.conf.py memoryhub.wsgi`.
+
+Threaded workers (`gthread`), so that a slow client holds one thread, not a whole process. Each
+worker takes a new connection only while it has a free thread (`worker_connections = threads`):
+a request is never queued inside a worker behind slow uploads while another worker idles. So
+fast requests wait only when all GUNICORN_WORKERS x GUNICORN_THREADS threads are busy: with the
+defaults, 4 x 8 = 32 slow clients at once, where 4 sync workers were stalled by 4. Beyond that,
+or against clients that trickle bytes for minutes (a thread has no read timeout), the fix is a
+buffering reverse proxy in front (README, "Running it in production").
+
+The environment (or `.env`, as for the settings) sets the sizes (GUNICORN_WORKERS,
+GUNICORN_THREADS, GUNICORN_MAX_REQUESTS) and the address (PORT, as gunicorn's own default does);
+the command line overrides anything here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import environ
+
+environ.Env.read_env(Path(__file__).resolve().parent / ".env", overwrite=False)
+
+
+def _env_int(name: str, *, default: int, minimum: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    value = int(raw) if raw else default
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, not {raw!r}")
+    return value
+
+
+# --- where and how many ---------------------------------------------------------------------------
+# gunicorn's own convention: PORT set (a platform or a container) listens on every interface;
+# without it, only on the loopback, for the reverse proxy on the same host.
+bind = [f"0.0.0.0:{os.environ['PORT']}" if os.environ.get("PORT") else "127.0.0.1:8000"]
+workers = _env_int("GUNICORN_WORKERS", default=4, minimum=1)
+worker_class = "gthread"
+threads = _env_int("GUNICORN_THREADS", default=8, minimum=1)
+# A worker holding this many connections stops accepting, and the kernel's backlog keeps the
+# next one for a worker with a free thread (gthread would otherwise queue it in its own pool,
+# behind whatever holds its threads). The cost: no idle keep-alive connections (below).
+worker_connections = threads
+
+# --- time ---------------------------------------------------------------------------------------
+# gthread's main loop notifies the arbiter every second, so this only catches a wedged worker;
+# a slow request in a thread is not killed by it.
+timeout = 30
+graceful_timeout = 30
+# Not 5: an idle kept-alive connection counts against worker_connections, i.e. it would hold a
+# thread's place while doing nothing; the proxy in front keeps its clients' connections alive.
+# In gunicorn >= 25 this is also how long an accepted connection may wait, after 5 s in a
+# thread, before sending its request: 0 closes such a connection at once.
+keepalive = 0
+
+# --- limits on what a client may send (before Django sees it) -----------------------------------
+# The request line at gunicorn's maximum, so that MemoryHub's own limit, lower
+# (MEMORYHUB_MAX_URL_LENGTH), answers an over-long API URL with a JSON 414. Only a request line
+# longer than this gets gunicorn's plain-text 414.
+limit_request_line = 8190
+limit_request_fields = 100
+limit_request_field_size = 8190
+
+# --- hygiene --------------------------------------------------------------------------------------
+# The heartbeat file on a RAM disk: on a disk-backed /tmp its fchmod can block a worker.
+if os.path.isdir("/dev/shm"):  # noqa: S108 (gunicorn's own advice; it makes a private file)
+    worker_tmp_dir = "/dev/shm"  # noqa: S108
+# A worker is replaced after this many requests (0: never), bounding a slow leak; the jitter
+# keeps workers from restarting together. High, because a restart drops the worker's caches
+# (recall indexes, the embedding model).
+max_requests = _env_int("GUNICORN_MAX_REQUESTS", default=10_000, minimum=0)
+max_requests_jitter = max_requests // 10
+# gunicorn >= 25 opens a control socket in $HOME by default; MemoryHub is managed by signals,
+# and two instances on one host would fight over that path.
+control_socket_disable = True
+
+# --- logs (stdout/stderr, for the process manager to collect) -------------------------------------
+accesslog = "-"
+errorlog = "-"
+# Path without the query string: queries carry people's words (search `q=`). Ids in paths stay,
+# as in any log of an API. Duration in milliseconds last.
+access_log_format = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(B)s "%(a)s" %(M)sms'
