@@ -1,8 +1,12 @@
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from django.apps import AppConfig
+
+if TYPE_CHECKING:
+    from memoryhub.accounts.models import Tenant
 
 
 class SessionsAppConfig(AppConfig):
@@ -15,7 +19,7 @@ class SessionsAppConfig(AppConfig):
         session_lookup_register(_session_of_tenant)
 
 
-def _session_of_tenant(tenant: object, session_id: uuid.UUID) -> bool:
+def _session_of_tenant(tenant: Tenant, session_id: uuid.UUID) -> bool:
     from sessions_app.models import Session
 
     return Session.objects.filter(tenant=tenant, pk=session_id).exists()

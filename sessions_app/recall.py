@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, NamedTuple
@@ -70,9 +70,11 @@ class Token(NamedTuple):
         )
 
 
-# With pgvector, the dense side sees only the person's nearest messages (the others count as not
-# embedded): enough for the fusion and for semantic hits, since its filters run in the database.
-DENSE_CANDIDATES = 200
+# With pgvector, the dense side sees only the person's nearest messages; the others count as not
+# embedded, and a lexical match among them loses its dense share. On LoCoMo's five dev
+# conversations as one person (2,760 messages) hybrid R@10 was 80.2 with every cosine, 80.1 with
+# the nearest 1,000, 79.8 with 500, 78.9 with 200. Semantic hits need far fewer.
+DENSE_CANDIDATES = 1000
 
 
 @cache
@@ -230,6 +232,42 @@ def _embed_query(query: str) -> Any:
         return None
 
 
+def _nearest_in_database(
+    *,
+    embedder: Embedder,
+    query: str,
+    tenant: Tenant,
+    end_user: EndUser,
+    limit: int,
+    person_messages: int,
+    session_id: uuid.UUID | None,
+    role: str | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    exclude_ids: Sequence[int],
+) -> dict[Hashable, float] | None:
+    """The cosines of the person's nearest messages, from pgvector; None when the query cannot
+    be embedded or the person has no vector yet (hybrid then runs lexical)."""
+    vector = _embed_query(query)
+    if vector is None:
+        return None
+    nearest = nearest_messages(
+        tenant_id=tenant.pk,
+        end_user_id=end_user.pk,
+        model=embedder.model_name,
+        query_vector=vector,
+        limit=limit,
+        person_messages=person_messages,
+        session_id=session_id,
+        role=role,
+        since=since,
+        until=until,
+        exclude_ids=exclude_ids,
+    )
+    # Re-keyed for rank(), whose ids are any Hashable (a Mapping's key type is invariant).
+    return {message_id: cosine for message_id, cosine in nearest.items()} or None
+
+
 def message_recall(
     *,
     tenant: Tenant,
@@ -259,28 +297,23 @@ def message_recall(
     query_vector = None
     dense_scores = None
     database_embedder = _database_embedder() if mode != "lexical" else None
-    if database_embedder is not None:
-        rank_empty_check(query)  # before a round trip for nothing
-        vector = _embed_query(query)
-        if vector is not None:
-            # Empty when the person has no vector yet: hybrid then runs lexical, as below.
-            dense_scores = (
-                nearest_messages(
-                    tenant_id=tenant.pk,
-                    end_user_id=end_user.pk,
-                    model=database_embedder.model_name,
-                    query_vector=vector,
-                    limit=max(DENSE_CANDIDATES, top_k * 10),
-                    session_id=session_id,
-                    role=role,
-                    since=since,
-                    until=until,
-                    exclude_ids=exclude_ids,
-                )
-                or None
-            )
-    else:
+    if database_embedder is None:
         query_vector = _query_vector(query=query, index=index, mode=mode)
+    else:
+        rank_empty_check(query)  # before a round trip for nothing
+        dense_scores = _nearest_in_database(
+            embedder=database_embedder,
+            query=query,
+            tenant=tenant,
+            end_user=end_user,
+            limit=max(DENSE_CANDIDATES, top_k),
+            person_messages=len(index),
+            session_id=session_id,
+            role=role,
+            since=since,
+            until=until,
+            exclude_ids=exclude_ids,
+        )
     has_dense = query_vector is not None or dense_scores is not None
     if mode == "semantic" and not has_dense:
         rank_empty_check(query)

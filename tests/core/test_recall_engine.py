@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from memoryhub.core.recall import H5, L5, Hit, RecallDoc, RecallIndex, Weights, rank
+from memoryhub.core.recall import H5, L5, Hit, Mode, RecallDoc, RecallIndex, Weights, rank
 from memoryhub.core.recall.analyzer import analyze, query_terms
 from memoryhub.core.recall.dates import DateTarget, has_time_expression, parse_query_dates
 from memoryhub.core.search import EmptySearchQuery
@@ -321,6 +321,73 @@ def test_a_query_vector_of_the_wrong_size_is_refused() -> None:
     index = RecallIndex.build(conversation(vectors=True))
     with pytest.raises(ValueError, match="dimensions"):
         rank(index, "cat", top_k=3, query_vector=np.ones(5, np.float32))
+
+
+# --- dense scores given by the caller (pgvector's nearest messages) ---------------------------
+
+
+def cosines(docs: Sequence[RecallDoc], query_vector: np.ndarray) -> dict[Hashable, float]:
+    return {d.id: float(d.vector @ query_vector) for d in docs if d.vector is not None}
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+def test_given_dense_scores_rank_as_the_index_own_vectors_do(mode: Mode) -> None:
+    docs = conversation(vectors=True)
+    query_vector = _unit([1.0, 0.2, 0.1])
+    with_vectors = RecallIndex.build(docs)
+    without = RecallIndex.build(conversation(vectors=False))
+
+    own = rank(with_vectors, "kitten cat", top_k=4, mode=mode, query_vector=query_vector)
+    given = rank(
+        without, "kitten cat", top_k=4, mode=mode, dense_scores=cosines(docs, query_vector)
+    )
+
+    assert not without.has_vectors
+    assert ids(given) == ids(own)
+    assert [hit.score for hit in given] == pytest.approx([hit.score for hit in own])
+    assert [hit.dense_score for hit in given] == pytest.approx([hit.dense_score for hit in own])
+    assert [hit.signals for hit in given] == [hit.signals for hit in own]
+
+
+def test_a_message_without_a_given_dense_score_counts_as_not_embedded() -> None:
+    index = RecallIndex.build(conversation(vectors=False))
+    # The database returned only its nearest messages; m2 and m3 are not among them. An id the
+    # index does not hold (a message appended after it was built) is ignored.
+    scores = {"m0": 0.9, "m1": 0.1, "unknown": 0.99}
+
+    semantic = rank(index, "pet", top_k=4, mode="semantic", dense_scores=scores)
+    hybrid = rank(index, "cat kitten", top_k=4, dense_scores=scores)
+
+    assert ids(semantic) == ["m0", "m1"]
+    assert semantic[0].dense_score == pytest.approx(0.9)
+    m2 = next(hit for hit in hybrid if hit.id == "m2")  # found by its word "cat" alone
+    assert m2.dense_score is None
+    assert m2.signals.lexical
+    assert not m2.signals.semantic
+    assert next(hit for hit in hybrid if hit.id == "m0").signals.semantic
+
+
+def test_empty_dense_scores_leave_hybrid_lexical_and_semantic_empty() -> None:
+    index = RecallIndex.build(conversation(vectors=False))
+
+    hybrid = rank(index, "kitten healthy", top_k=4, dense_scores={})
+    lexical = rank(index, "kitten healthy", top_k=4, mode="lexical", weights=L5)
+
+    assert ids(hybrid) == ids(lexical)
+    assert [hit.score for hit in hybrid] == [hit.score for hit in lexical]
+    assert rank(index, "kitten", top_k=4, mode="semantic", dense_scores={}) == []
+
+
+def test_a_query_vector_and_dense_scores_together_are_refused() -> None:
+    index = RecallIndex.build(conversation(vectors=True))
+    with pytest.raises(ValueError, match="not both"):
+        rank(index, "cat", top_k=3, query_vector=_unit([1.0, 0.0, 0.0]), dense_scores={"m0": 1.0})
+
+
+def test_semantic_mode_without_any_vector_returns_nothing() -> None:
+    index = RecallIndex.build(conversation(vectors=False))
+
+    assert rank(index, "cat", top_k=3, mode="semantic", query_vector=_unit([1, 0, 0])) == []
 
 
 # --- bounds and edge cases -------------------------------------------------------------------
