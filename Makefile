@@ -4,15 +4,16 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8000
 # Reinstall only when the dependency list changes.
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml | cksum | cut -d' ' -f1)
 PROD_ENV := DJANGO_DEBUG=false DJANGO_SECRET_KEY=lint-only-$(shell date +%s)-not-a-real-secret-but-long-enough-for-django
 
 .PHONY: install run test lint format bench bench-big clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e "clients/python[langchain,langgraph]"
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -27,6 +28,12 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The Python SDK (clients/python/) alone; `make test` runs its tests too.
+.PHONY: test-client
+test-client: install
+	$(BIN)/python -m pip install --quiet -e "clients/python[langchain,langgraph]"
+	$(BIN)/python -m pytest clients/python/tests $(PYTEST_ARGS)
 
 # The quick part: everything but the tests marked slow (real workers, browsers, fuzzing, long runs).
 .PHONY: test-fast
