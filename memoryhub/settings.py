@@ -495,6 +495,9 @@ EMBEDDINGS_API_KEY: str = env.str("EMBEDDINGS_API_KEY", default="")
 EMBEDDINGS_MODEL: str = env.str("EMBEDDINGS_MODEL", default="")
 EMBEDDINGS_DIMENSIONS: int = env.int("EMBEDDINGS_DIMENSIONS", default=0)
 EMBEDDINGS_TIMEOUT_SECONDS: float = env.float("EMBEDDINGS_TIMEOUT_SECONDS", default=30.0)
+# How long after a session's first unembedded append its embedding runs: the appends of that
+# window are embedded together, for one enqueue.
+EMBEDDINGS_DELAY_SECONDS: float = env.float("EMBEDDINGS_DELAY_SECONDS", default=2.0)
 if EMBEDDINGS_BACKEND == "openai" and not (
     EMBEDDINGS_BASE_URL and EMBEDDINGS_MODEL and EMBEDDINGS_DIMENSIONS > 0
 ):

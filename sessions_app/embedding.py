@@ -58,9 +58,14 @@ def embedding_request(*, session_id: uuid.UUID, stale_before: dt.datetime | None
 
 
 def embedding_enqueue(*, session_id: uuid.UUID) -> None:
+    """Enqueue the session's embedding a few seconds from now: appends arriving meanwhile find
+    the request still set and enqueue nothing, so a busy conversation costs one enqueue per
+    EMBEDDINGS_DELAY_SECONDS, not one per append, and the worker embeds them in one batch."""
     from sessions_app.tasks import embed_session_messages  # the task module imports this one
 
-    embed_session_messages.delay(str(session_id))
+    embed_session_messages.apply_async(
+        (str(session_id),), countdown=float(settings.EMBEDDINGS_DELAY_SECONDS)
+    )
 
 
 def message_vectors_compute(

@@ -28,6 +28,8 @@ from facts_app.models import Fact
 from facts_app.services.facts import fact_create, fact_near_duplicate_of, fact_supersede
 from memoryhub.accounts.models import EndUser, MemoryPolicy
 from memoryhub.accounts.selectors import memory_policy_for
+from memoryhub.accounts.services import end_user_hold
+from memoryhub.core.errors import ResourceNotFound
 from memoryhub.llm import ChatMessage
 from memoryhub.llm.client import get_llm_client
 from memoryhub.llm.models import LLM_MODEL_NAME_MAX_LENGTH
@@ -164,6 +166,13 @@ def _facts_store(
 ) -> ExtractionResult | None:
     through_seq = exchange[-1].seq
     with transaction.atomic():
+        if session.end_user_id is not None:
+            # The person before the session, the order an erasure locks in (a session without
+            # one has no facts to store: the check below).
+            try:
+                end_user_hold(end_user_id=session.end_user_id)
+            except ResourceNotFound:
+                return None  # erased while the LLM was thinking
         # Lock the session row only: end_user is the nullable side of an outer join, which
         # PostgreSQL refuses to lock.
         locked = (

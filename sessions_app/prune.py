@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db.models import Exists, F, Model, OuterRef, Q, QuerySet
 
+from memoryhub.accounts.idempotency import idempotency_responses_erase
 from memoryhub.accounts.models import EndUser, Tenant
 from memoryhub.accounts.services import delete_in_batches, end_user_recall_touch
 from sessions_app.models import (
@@ -24,6 +25,7 @@ from sessions_app.models import (
     Summary,
     TaskContext,
 )
+from sessions_app.services import MESSAGE_APPEND_SCOPE, sessions_delete_prepare
 
 BATCH_SIZE = 1000
 
@@ -113,11 +115,20 @@ def conversations_prune(
         progress("dry run", sum(counts.values()))
         return counts
     # Messages first, oldest first along (tenant, created_at): an expired session's messages
-    # are all older than its last activity, so its own delete below is small.
-    for queryset, order_by in (
-        (scope.expired_messages(), ("created_at", "pk")),
-        (scope.replaced_summaries(), ("created_at", "pk")),
-        (sessions, ("last_active_at", "pk")),
+    # are all older than its last activity, so its own delete below is small. What goes takes
+    # the stored responses that quote it along (blanked: accounts.idempotency).
+    for queryset, order_by, before_delete in (
+        (
+            scope.expired_messages(),
+            ("created_at", "pk"),
+            lambda ids: _append_responses_erase(tenant=scope.tenant, message_ids=ids),
+        ),
+        (scope.replaced_summaries(), ("created_at", "pk"), None),
+        (
+            sessions,
+            ("last_active_at", "pk"),
+            lambda ids: sessions_delete_prepare(tenant=scope.tenant, session_ids=ids),
+        ),
     ):
         delete_in_batches(
             queryset=queryset,
@@ -125,6 +136,7 @@ def conversations_prune(
             batch_size=batch_size,
             counts=counts,
             progress=progress,
+            before_delete=before_delete,
         )
     if counts[kind(Message)]:
         # Search indexes hold these messages: tell them (a deleted session alone they notice).
@@ -133,6 +145,22 @@ def conversations_prune(
             end_user_ids=None if scope.end_user is None else [scope.end_user.pk],
         )
     return counts
+
+
+def _append_responses_erase(*, tenant: Tenant, message_ids: list[int]) -> None:
+    """Blank the stored responses of the appends that stored these messages (about to go).
+
+    A response quotes its message as `id`, or a batch's as `messages`, whose first is its
+    oldest (times never decrease along seqs): a batch that lost any message to a cutoff lost
+    that one. Only a backfill (an old `created_at`) meets a cutoff while its response is kept.
+    """
+    sessions = set(Message.objects.filter(pk__in=message_ids).values_list("session_id", flat=True))
+    quoting = Q(response_body__id__in=message_ids) | Q(
+        response_body__messages__0__id__in=message_ids
+    )
+    idempotency_responses_erase(
+        tenant=tenant, session_ids=sessions, where=Q(scope=MESSAGE_APPEND_SCOPE) & quoting
+    )
 
 
 def finished_work(

@@ -53,16 +53,6 @@ def _session_pk(session_id: str | uuid.UUID) -> uuid.UUID:
         raise ResourceNotFound("No such session.") from None
 
 
-def session_owner_id(*, tenant: Tenant, session_id: uuid.UUID) -> int | None:
-    """The end user a session belongs to (None for a session without one)."""
-    return (
-        Session.objects.for_tenant(tenant)
-        .filter(pk=session_id)
-        .values_list("end_user_id", flat=True)
-        .first()
-    )
-
-
 def _session_or_404(sessions: QuerySet[Session], session_id: str | uuid.UUID) -> Session:
     found = list(sessions.filter(pk=_session_pk(session_id))[:1])
     if not found:

@@ -10,15 +10,22 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from memoryhub.accounts.models import Actor, EndUser, Tenant
+from memoryhub.accounts.idempotency import idempotency_responses_erase
+from memoryhub.accounts.models import Actor, AuditAction, EndUser, Tenant
 from memoryhub.accounts.selectors import memory_disabled_anywhere, memory_policy_for
-from memoryhub.accounts.services import audited_delete, end_user_get_or_create
+from memoryhub.accounts.services import (
+    audited_delete,
+    end_user_get_or_create,
+    end_user_hold,
+    end_user_recall_touch,
+)
 from memoryhub.core.after_response import after_response
 from memoryhub.core.errors import Conflict, InvalidInput, ResourceNotFound
+from memoryhub.core.locks import DELETE_RERUN_SQLSTATES, rows_hold, rows_lock, run_rerunning
 from memoryhub.core.tokens import count_tokens
 from sessions_app.embedding import embedding_enabled, embedding_enqueue
 from sessions_app.extraction import extraction_enabled, extraction_request
-from sessions_app.models import Message, MessageRole, Session, StateEntry
+from sessions_app.models import Message, MessageRole, Plan, Session, StateEntry, TaskContext
 from sessions_app.summaries import summary_due, summary_request
 
 
@@ -33,6 +40,9 @@ class MessageInput:
     created_at: dt.datetime | None = None
     token_count: int | None = None
 
+
+# The Idempotency-Key scope of appends: retention finds their stored responses by it.
+MESSAGE_APPEND_SCOPE = "sessions.messages.append"
 
 # A client's clock may run a little ahead of ours: a given time up to this far ahead is stored as
 # now, so that a message appended later without a time never sorts before it.
@@ -79,6 +89,8 @@ def session_create_or_get(
             return existing, False
     try:
         with transaction.atomic():
+            if end_user is not None:
+                end_user_hold(end_user_id=end_user.pk)  # 404 if erased since the lookup
             session = Session.objects.create(
                 tenant=tenant,
                 end_user=end_user,
@@ -143,15 +155,60 @@ def session_update(
     return session
 
 
-def session_delete(*, session: Session, actor: Actor) -> dict[str, int]:
-    """Delete a session with its messages, state and summaries; the counts go to the audit log."""
-    return audited_delete(
-        obj=session,
-        tenant=session.tenant,
-        actor=actor,
-        object_type="session",
-        object_id=str(session.pk),
-    )
+def session_delete(
+    *, session: Session, actor: Actor, action: str = AuditAction.DELETE
+) -> dict[str, int]:
+    """Delete a session with its messages, state, summaries, plans and task contexts, in one
+    transaction with one audit event (`action`: a purge says so) that counts what went. The
+    stored responses of writes to it are blanked in the same transaction (a replay answers
+    410: accounts.idempotency), and the person's search indexes are told.
+
+    It completes while the bot is still writing: it locks as writers do — the person's row
+    (touching their recall version, which search needs anyway), then the session's, then the
+    rows under it that have rows of their own (plans, task contexts) — before the collector
+    looks for what cascades. An append waiting for the session's row then finds it gone (404),
+    and no row can appear between the collector's delete of the children and the session's;
+    a message's vector is written under the session's lock too (sessions_app.embedding). A
+    deadlock that slips through is run again. ResourceNotFound when it is gone already.
+    """
+
+    def delete() -> dict[str, int]:
+        with transaction.atomic():
+            if session.end_user_id is not None:
+                end_user_recall_touch(tenant=session.tenant, end_user_ids=[session.end_user_id])
+            if not rows_lock(Session.objects.filter(pk=session.pk)):
+                raise ResourceNotFound("No such session.")
+            sessions_delete_prepare(tenant=session.tenant, session_ids=[session.pk])
+            return audited_delete(
+                obj=session,
+                tenant=session.tenant,
+                actor=actor,
+                action=action,
+                object_type="session",
+                object_id=str(session.pk),
+            )
+
+    return run_rerunning(delete, sqlstates=DELETE_RERUN_SQLSTATES)
+
+
+def sessions_delete_prepare(*, tenant: Tenant, session_ids: list[uuid.UUID]) -> None:
+    """What deleting these sessions needs first, in the delete's transaction and with their
+    rows locked already: lock the rows under them that writers add rows under (plans get task
+    contexts, task contexts sub-tasks), so the collector misses nothing; and blank the stored
+    responses of writes to them. Messages are not locked: their only rows, vectors, are written
+    under the session's lock."""
+    rows_lock(Plan.objects.filter(session_id__in=session_ids))
+    rows_lock(TaskContext.objects.filter(session_id__in=session_ids))
+    idempotency_responses_erase(tenant=tenant, session_ids=session_ids)
+
+
+def session_owner_hold(*, tenant: Tenant, session_id: uuid.UUID) -> int | None:
+    """The session's person, held until commit (accounts.services.end_user_hold): for a write
+    that will store their id (an idempotent append's stored response), and so must lock them
+    before the session, in the order an erasure locks. None when the session has no person or
+    no longer exists (the write itself then finds no session: 404)."""
+    held = rows_hold(EndUser.objects.filter(tenant=tenant, sessions__pk=session_id))
+    return held[0] if held else None
 
 
 def _lock_session(*, tenant: Tenant, session_id: uuid.UUID) -> Session:

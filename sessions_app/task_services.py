@@ -21,9 +21,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import prefetch_related_objects
 
 from memoryhub.accounts.models import Actor, EndUser, Tenant
-from memoryhub.accounts.services import audited_delete, end_user_get_or_create
+from memoryhub.accounts.services import audited_delete, end_user_get_or_create, end_user_hold
 from memoryhub.core.errors import Conflict, InvalidInput, ResourceNotFound
 from memoryhub.core.limits import json_size_bytes, limit
+from memoryhub.core.locks import rows_hold
 from sessions_app.models import (
     DEFAULT_RESPONSE_TOPIC,
     PLAN_STATUS_TRANSITIONS,
@@ -71,6 +72,21 @@ def _session_for(*, tenant: Tenant, session_id: uuid.UUID | None) -> Session | N
     if session is None:
         raise InvalidInput(field="session_id", message="No such session.", code="does_not_exist")
     return session
+
+
+def _parents_hold(
+    *, end_user_id: int | None, session: Session | None = None, plan: Plan | None = None
+) -> None:
+    """Before writing a plan or task context: hold its person, session and plan (the order an
+    erasure locks in) until commit, so a delete under way either waits for this write or took
+    them first — then the answer is the one a missing one gets, not a foreign-key error at
+    commit."""
+    if end_user_id is not None:
+        end_user_hold(end_user_id=end_user_id)
+    if session is not None and not rows_hold(Session.objects.filter(pk=session.pk)):
+        raise InvalidInput(field="session_id", message="No such session.", code="does_not_exist")
+    if plan is not None and not rows_hold(Plan.objects.filter(pk=plan.pk)):
+        raise InvalidInput(field="plan_id", message="No such plan.", code="does_not_exist")
 
 
 def _plan_for(*, tenant: Tenant, plan_id: str | None) -> Plan | None:
@@ -130,6 +146,7 @@ def plan_create(
     end_user = _plan_owner(tenant=tenant, user_id=user_id, session=session)
     try:
         with transaction.atomic():
+            _parents_hold(end_user_id=end_user.pk, session=session)
             plan = Plan.objects.create(
                 tenant=tenant,
                 plan_id=plan_id,
@@ -339,7 +356,9 @@ def task_context_create(
     sub-task attached to another task, is a 409 (and nothing is stored)."""
     plan = _plan_for(tenant=tenant, plan_id=plan_id)
     session = _session_for(tenant=tenant, session_id=session_id)
+    owner = plan.end_user_id if plan else session.end_user_id if session else None
     with transaction.atomic():
+        _parents_hold(end_user_id=owner, session=session, plan=plan)
         try:
             with transaction.atomic():
                 task = TaskContext.objects.create(

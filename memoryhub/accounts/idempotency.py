@@ -4,6 +4,19 @@ nothing; the same key with a different body is refused (422).
 The record is inserted *before* the write, in the same transaction. A concurrent request with the
 same key therefore blocks on the unique index until the first commits, then fails the insert and
 replays the stored response — it never reaches the write itself.
+
+A stored response may quote what the write stored (a message's text), so it goes when that does:
+- erasing a person deletes their records (`end_user`, ON DELETE CASCADE) with the rest of them;
+- deleting or purging a session, and retention or a purge by age taking a session or messages,
+  blank the records of writes to it (`session_id`; idempotency_responses_erase) in the same
+  transaction: the body goes, and so does the request's digest.
+A replay of a blanked record answers 410 `idempotency_key_erased` and writes nothing. It must
+not replay the deleted answer, and it must not run the write again either: that would bring
+back what was deleted (a message appended again to a live session whose old messages a purge
+took, a session created again). The blank record keeps the key taken until it expires with the
+others (MEMORYHUB_IDEMPOTENCY_TTL_HOURS); a new write takes a new key. After an erasure the
+person's records are gone with them, so a replay is a new request: a write to one of their
+sessions finds no session (404), and nothing erased is returned.
 """
 
 from __future__ import annotations
@@ -11,31 +24,52 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 
 from memoryhub.accounts.models import IdempotencyRecord, Tenant
+from memoryhub.accounts.services import end_user_hold
 from memoryhub.core.errors import IdempotencyKeyReused
 
 HEADER = "Idempotency-Key"
 _VALID_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
 
+# What a replay of a write whose data has been deleted since answers (see the module's docstring).
+ERASED_STATUS = 410
+ERASED_BODY = {
+    "error": {
+        "code": "idempotency_key_erased",
+        "message": (
+            "What was written with this Idempotency-Key has been deleted since (a session "
+            "delete, a purge or retention), and its answer with it. Nothing was written now; "
+            "send a new key to write again."
+        ),
+    }
+}
+# A blanked record keeps no digest of the request it answered.
+_ERASED_HASH = ""
+
+
 class Performed(NamedTuple):
-    """What a write returns to run_idempotent: the response, and whose data it holds."""
+    """What a write returns to run_idempotent: the response, whose data it holds, and the
+    session it wrote to (if any): the stored response goes when they do."""
 
     status: int
     body: Any
     end_user_id: int | None = None
+    session_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -71,7 +105,7 @@ def run_idempotent(
 ) -> IdempotentOutcome:
     """Run `perform` (which must return a JSON-ready body) at most once per (tenant, scope, key)."""
     if key is None:
-        status, body, _ = perform()
+        status, body, *_ = perform()
         return IdempotentOutcome(status=status, body=body, replayed=False)
 
     for attempt in range(2):
@@ -81,6 +115,10 @@ def run_idempotent(
                     tenant=tenant, scope=scope, key=key
                 ).first()
                 if existing is not None:
+                    if existing.request_hash == _ERASED_HASH:
+                        return IdempotentOutcome(
+                            status=ERASED_STATUS, body=ERASED_BODY, replayed=True
+                        )
                     if existing.request_hash != fingerprint:
                         raise IdempotencyKeyReused()
                     return IdempotentOutcome(
@@ -96,13 +134,20 @@ def run_idempotent(
                     response_status=0,
                     response_body={},
                 )
-                status, body, end_user_id = perform()
+                status, body, end_user_id, session_id = perform()
+                if end_user_id is not None:
+                    # The record names the person: hold them, as any write of theirs does
+                    # (the write itself normally has already; then this waits for nothing).
+                    end_user_hold(end_user_id=end_user_id)
                 # Store exactly what a JSON client received (UUIDs and datetimes as strings).
                 body = json.loads(json.dumps(body, cls=JSONEncoder))
                 record.response_status = status
                 record.response_body = body
                 record.end_user_id = end_user_id
-                record.save(update_fields=["response_status", "response_body", "end_user"])
+                record.session_id = session_id
+                record.save(
+                    update_fields=["response_status", "response_body", "end_user", "session_id"]
+                )
                 return IdempotentOutcome(status=status, body=body, replayed=False)
         except IntegrityError:
             # Another request with this key committed between our read and our insert: loop once
@@ -112,11 +157,37 @@ def run_idempotent(
     raise AssertionError("unreachable")
 
 
+def idempotency_responses_erase(
+    *, tenant: Tenant, session_ids: Iterable[uuid.UUID], where: Q | None = None
+) -> int:
+    """Blank the stored responses of writes to these sessions (narrowed by `where`, e.g. to
+    the appends that stored some messages), in the caller's transaction: a replay then answers
+    410 and writes nothing. Returns how many were blanked."""
+    records = IdempotencyRecord.objects.for_tenant(tenant).filter(session_id__in=list(session_ids))
+    if where is not None:
+        records = records.filter(where)
+    return records.exclude(request_hash=_ERASED_HASH).update(
+        response_status=ERASED_STATUS, response_body=ERASED_BODY, request_hash=_ERASED_HASH
+    )
+
+
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     HEADER,
     OpenApiTypes.STR,
     OpenApiParameter.HEADER,
-    description="1-255 printable ASCII characters; a retry with the same key replays the answer.",
+    description=(
+        "1-255 printable ASCII characters; a retry with the same key replays the answer. Once "
+        "what the write stored has been deleted (a session delete, a purge, retention), a retry "
+        "answers 410 `idempotency_key_erased` and writes nothing."
+    ),
+)
+
+
+IDEMPOTENCY_KEY_ERASED_RESPONSE = OpenApiResponse(
+    description=(
+        "A retry whose first write was deleted since (a session delete, a purge, retention): "
+        "`idempotency_key_erased`; nothing was written."
+    )
 )
 
 

@@ -375,7 +375,10 @@ def _erase_confirm(request: TenantRequest, user_id: str) -> HttpResponse:
 @tenant_page(editor=True)
 def _erase(request: TenantRequest, user_id: str) -> HttpResponse:
     end_user = _person_or_404(request, user_id)
-    counts = end_user_erase(end_user=end_user, actor=actor_for_request(request))
+    try:
+        counts = end_user_erase(end_user=end_user, actor=actor_for_request(request))
+    except ResourceNotFound:
+        raise Http404("No such person.") from None  # erased by someone else meanwhile
     messages.success(
         request, f"Erased {end_user.external_id}: {counts_text(counts) or 'nothing'} removed."
     )

@@ -2,7 +2,8 @@
 days — each with a dry run that counts exactly what the purge would remove, and one audit event.
 
 What a purge removes and what survives it:
-- scope "session": the session with its messages, state and summaries. Facts extracted from it
+- scope "session": the session with its messages, state, summaries, plans and task contexts
+  (sessions_app.services.session_delete, as DELETE /sessions/{id}/ does). Facts extracted from it
   survive (they are the person's, with the session id kept as provenance); purge the person, or
   DELETE /facts/{id}/, to remove them.
 - scope "user": the person and everything kept about them (sessions, messages, state, summaries,
@@ -12,7 +13,10 @@ What a purge removes and what survives it:
   age would take it (sessions idle that long, older messages, replaced summaries), for the
   tenant or one person. A live session's current summary stays: it is what the session still
   knows of its removed messages. Facts, memories and notes are not history and stay.
-Search-index rows follow their rows (PostgreSQL indexes; the SQLite FTS delete triggers).
+Search-index rows follow their rows (PostgreSQL indexes; the SQLite FTS delete triggers). The
+stored idempotent responses of what a purge removes go too (the person's with them; a session's,
+and those of messages a purge by age took, blanked: a replay answers 410, accounts.idempotency).
+Every purge completes while the bot is still writing (the lock order of the services it runs).
 """
 
 from __future__ import annotations
@@ -26,15 +30,12 @@ from django.utils import timezone
 
 from memoryhub.accounts.models import Actor, AuditAction, Tenant
 from memoryhub.accounts.selectors import end_user_get_for_tenant
-from memoryhub.accounts.services import (
-    audit_event_record,
-    audited_delete,
-    deletion_counts,
-    end_user_erase,
-)
+from memoryhub.accounts.services import audit_event_record, deletion_counts, end_user_erase
 from memoryhub.core.errors import ResourceNotFound
+from memoryhub.core.locks import DELETE_RERUN_SQLSTATES, run_rerunning
 from sessions_app.models import Session
 from sessions_app.prune import ConversationScope, conversations_prune
+from sessions_app.services import session_delete
 
 
 def _session_for(*, tenant: Tenant, session_id: uuid.UUID) -> Session:
@@ -50,14 +51,7 @@ def purge_session(
     session = _session_for(tenant=tenant, session_id=session_id)
     if dry_run:
         return deletion_counts(obj=session)
-    return audited_delete(
-        obj=session,
-        tenant=tenant,
-        actor=actor,
-        action=AuditAction.PURGE,
-        object_type="session",
-        object_id=str(session.pk),
-    )
+    return session_delete(session=session, actor=actor, action=AuditAction.PURGE)
 
 
 def purge_user(*, tenant: Tenant, user_id: str, dry_run: bool, actor: Actor) -> dict[str, int]:
@@ -79,22 +73,27 @@ def purge_older_than(
     end_user = end_user_get_for_tenant(tenant=tenant, external_id=user_id) if user_id else None
     cutoff = (now or timezone.now()) - dt.timedelta(days=days)
     scope = ConversationScope(tenant=tenant, cutoff=cutoff, end_user=end_user)
-    # One transaction: a purge asked for at once is all or nothing, unlike retention's
-    # batches (which may stop and resume); its size is the caller's choice.
-    with transaction.atomic():
-        counts = conversations_prune(scope=scope, dry_run=dry_run)
-        result = {kind: count for kind, count in sorted(counts.items()) if count}
-        if not dry_run:
-            detail: dict[str, Any] = {"days": days, "cutoff": cutoff.isoformat()}
-            if user_id:
-                detail["user_id"] = user_id
-            audit_event_record(
-                tenant=tenant,
-                actor=actor,
-                action=AuditAction.PURGE,
-                object_type="older_than",
-                object_id=user_id or "",
-                counts=result,
-                detail=detail,
-            )
-    return result
+
+    def purge() -> dict[str, int]:
+        # One transaction: a purge asked for at once is all or nothing, unlike retention's
+        # batches (which may stop and resume); its size is the caller's choice. Its locks are
+        # retention's (sessions_app.prune); a deadlock with a writer is run again, whole.
+        with transaction.atomic():
+            counts = conversations_prune(scope=scope, dry_run=dry_run)
+            result = {kind: count for kind, count in sorted(counts.items()) if count}
+            if not dry_run:
+                detail: dict[str, Any] = {"days": days, "cutoff": cutoff.isoformat()}
+                if user_id:
+                    detail["user_id"] = user_id
+                audit_event_record(
+                    tenant=tenant,
+                    actor=actor,
+                    action=AuditAction.PURGE,
+                    object_type="older_than",
+                    object_id=user_id or "",
+                    counts=result,
+                    detail=detail,
+                )
+        return result
+
+    return run_rerunning(purge, sqlstates=DELETE_RERUN_SQLSTATES)

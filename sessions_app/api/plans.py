@@ -19,6 +19,7 @@ from rest_framework.response import Response
 
 from memoryhub.accounts.api import LimitCursorPagination, TenantScopedGenericViewSet
 from memoryhub.accounts.idempotency import (
+    IDEMPOTENCY_KEY_ERASED_RESPONSE,
     IDEMPOTENCY_KEY_PARAMETER,
     Performed,
     idempotency_key_from,
@@ -103,6 +104,7 @@ class PlanPagination(LimitCursorPagination):
         responses={
             201: PlanOutputSerializer,
             409: OpenApiResponse(description="The plan_id exists (`duplicate_plan_id`)."),
+            410: IDEMPOTENCY_KEY_ERASED_RESPONSE,
         },
     ),
     retrieve=extend_schema(
@@ -168,7 +170,10 @@ class PlanViewSet(TenantScopedGenericViewSet):
         def perform() -> Performed:
             plan = task_services.plan_create(tenant=self.tenant, **data.validated_data)
             return Performed(
-                status.HTTP_201_CREATED, PlanOutputSerializer(plan).data, plan.end_user_id
+                status.HTTP_201_CREATED,
+                PlanOutputSerializer(plan).data,
+                plan.end_user_id,
+                plan.session_id,
             )
 
         outcome = run_idempotent(
@@ -178,7 +183,9 @@ class PlanViewSet(TenantScopedGenericViewSet):
             fingerprint=request_fingerprint(request.data),
             perform=perform,
         )
-        return with_etag(idempotent_response(outcome), outcome.body["etag"])
+        response = idempotent_response(outcome)
+        # A replay of a write deleted since (410) names no resource, so no ETag.
+        return with_etag(response, outcome.body["etag"]) if "etag" in outcome.body else response
 
     def retrieve(self, request: Request, plan_id: str) -> Response:
         plan = task_selectors.plan_get_for_tenant(

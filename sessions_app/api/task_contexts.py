@@ -24,6 +24,7 @@ from memoryhub.accounts.api import (
     TenantScopedGenericViewSet,
 )
 from memoryhub.accounts.idempotency import (
+    IDEMPOTENCY_KEY_ERASED_RESPONSE,
     IDEMPOTENCY_KEY_PARAMETER,
     Performed,
     idempotency_key_from,
@@ -109,6 +110,7 @@ def _task_id(raw: str) -> str:
             409: OpenApiResponse(
                 description="The task_id exists, or a sub-task belongs to another task."
             ),
+            410: IDEMPOTENCY_KEY_ERASED_RESPONSE,
         },
         examples=[
             OpenApiExample(
@@ -204,7 +206,21 @@ class TaskContextViewSet(TenantScopedGenericViewSet):
 
         def perform() -> Performed:
             task = task_services.task_context_create(tenant=self.tenant, **data.validated_data)
-            return Performed(status.HTTP_201_CREATED, TaskContextOutputSerializer(task).data)
+            # The stored response goes with the task's person (its plan's, else its session's)
+            # and with its session.
+            owner = (
+                task.plan.end_user_id
+                if task.plan
+                else task.session.end_user_id
+                if task.session
+                else None
+            )
+            return Performed(
+                status.HTTP_201_CREATED,
+                TaskContextOutputSerializer(task).data,
+                owner,
+                task.session_id,
+            )
 
         outcome = run_idempotent(
             tenant=self.tenant,
@@ -213,7 +229,9 @@ class TaskContextViewSet(TenantScopedGenericViewSet):
             fingerprint=request_fingerprint(request.data),
             perform=perform,
         )
-        return with_etag(idempotent_response(outcome), outcome.body["etag"])
+        response = idempotent_response(outcome)
+        # A replay of a write deleted since (410) names no resource, so no ETag.
+        return with_etag(response, outcome.body["etag"]) if "etag" in outcome.body else response
 
     def retrieve(self, request: Request, task_id: str) -> Response:
         task = task_selectors.task_context_get_for_tenant(

@@ -25,6 +25,7 @@ from memoryhub.accounts.api import (
     TenantScopedGenericViewSet,
 )
 from memoryhub.accounts.idempotency import (
+    IDEMPOTENCY_KEY_ERASED_RESPONSE,
     IDEMPOTENCY_KEY_PARAMETER,
     Performed,
     idempotency_key_from,
@@ -99,6 +100,7 @@ class SessionPagination(LimitCursorPagination):
             200: OpenApiResponse(SessionOutputSerializer, description="Existing session"),
             201: OpenApiResponse(SessionOutputSerializer, description="New session"),
             409: OpenApiResponse(description="external_key belongs to another user's session"),
+            410: IDEMPOTENCY_KEY_ERASED_RESPONSE,
         },
     ),
     retrieve=extend_schema(
@@ -142,7 +144,9 @@ class SessionViewSet(TenantScopedGenericViewSet):
                 tenant=self.tenant, **data.validated_data
             )
             code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-            return Performed(code, SessionOutputSerializer(session).data, session.end_user_id)
+            return Performed(
+                code, SessionOutputSerializer(session).data, session.end_user_id, session.pk
+            )
 
         return idempotent_response(
             run_idempotent(
@@ -251,6 +255,7 @@ class SessionMessagesView(TenantScopedAPIView):
             201: MESSAGE_APPEND_RESPONSE,
             202: MEMORY_OFF_RESPONSE,
             404: NOT_FOUND,
+            410: IDEMPOTENCY_KEY_ERASED_RESPONSE,
             422: OpenApiResponse(),
         },
         examples=[
@@ -276,26 +281,28 @@ class SessionMessagesView(TenantScopedAPIView):
         )
 
         def perform() -> Performed:
+            # Only a stored (idempotent) response needs to know whose messages it quotes; it
+            # names the person, so they are held before the append locks the session (the
+            # order an erasure locks in).
+            owner = (
+                services.session_owner_hold(tenant=self.tenant, session_id=session_pk)
+                if key
+                else None
+            )
             created = services.message_append_batch(
                 tenant=self.tenant, session_id=session_pk, messages=inputs
             )
             if not created:
-                return Performed(status.HTTP_202_ACCEPTED, MEMORY_OFF_BODY, None)
+                return Performed(status.HTTP_202_ACCEPTED, MEMORY_OFF_BODY, None, session_pk)
             rendered = [message_data(message) for message in created]
             body = {"messages": rendered} if is_batch else rendered[0]
-            # Only a stored (idempotent) response needs to know whose messages it quotes.
-            owner = (
-                selectors.session_owner_id(tenant=self.tenant, session_id=session_pk)
-                if key
-                else None
-            )
-            return Performed(status.HTTP_201_CREATED, body, owner)
+            return Performed(status.HTTP_201_CREATED, body, owner, session_pk)
 
         try:
             outcome = run_idempotent(
                 tenant=self.tenant,
                 key=key,
-                scope="sessions.messages.append",
+                scope=services.MESSAGE_APPEND_SCOPE,
                 fingerprint=request_fingerprint({"session": str(session_pk), "body": request.data}),
                 perform=perform,
             )

@@ -43,8 +43,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    # Per module, not per session: Playwright's sync API keeps an event loop running in this
+    # thread while it is open, and later tests that call asyncio.run (the MCP and SDK tests)
+    # would find it there.
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
