@@ -7,7 +7,7 @@
     .venv/bin/python -m bench --only facts   # one part only (see bench/parts/)
 
 It serves the API the way production does (gunicorn, several workers, DEBUG off) and measures
-each part in bench/parts/ (appends, reads, facts, context, llm, cleanup), then profiles one
+each part in bench/parts/ (appends, reads, facts, context, llm, cleanup, recall), then profiles one
 request of each in-process (Django's WSGI handler, no HTTP): each DB statement's time and where
 the Python time goes.
 

@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/memoryhub_bench"
-PARTS = ("appends", "reads", "facts", "context", "llm", "cleanup")  # what --only chooses from
+PARTS = ("appends", "reads", "facts", "context", "llm", "cleanup", "recall")  # what --only takes
 CONTEXT_SMALL_ROWS = 1_000  # the short context session the long one is compared with
 
 SIZES = {
@@ -33,6 +33,12 @@ CLEANUP_SIZES = {
     "default": (100_000, 10),
     "big": (1_000_000, 20),
 }
+RECALL_SIZES: dict[str, tuple[tuple[int, ...], int, int]] = {
+    # name: (messages per person, a person per size; timed searches and context calls per size;
+    #        messages embedded in-process for the throughput)
+    "default": ((10_000,), 300, 300),
+    "big": ((10_000, 100_000), 1_000, 1_000),
+}
 
 
 @dataclass
@@ -51,6 +57,9 @@ class Config:
     llm_reset_every: int
     cleanup_rows: int
     cleanup_seconds: float
+    recall_rows: tuple[int, ...]  # messages per person, one person per size
+    recall_searches: int
+    embed_messages: int
     only: tuple[str, ...]  # the parts to run, in PARTS order
     workers: int
     worker_class: str
@@ -166,6 +175,27 @@ def parse_args(argv: list[str] | None = None) -> Config:
         f"p99 (default {CLEANUP_SIZES['default'][1]}, --big {CLEANUP_SIZES['big'][1]}).",
     )
     parser.add_argument(
+        "--recall-rows",
+        default=None,
+        help="recall part: messages per person, comma-separated, a person per size (default "
+        f"{','.join(map(str, RECALL_SIZES['default'][0]))}, "
+        f"--big {','.join(map(str, RECALL_SIZES['big'][0]))}).",
+    )
+    parser.add_argument(
+        "--recall-searches",
+        type=int,
+        default=None,
+        help="recall part: timed hybrid searches, and context calls, per size (default "
+        f"{RECALL_SIZES['default'][1]}, --big {RECALL_SIZES['big'][1]}).",
+    )
+    parser.add_argument(
+        "--embed-messages",
+        type=int,
+        default=None,
+        help="recall part: messages embedded in-process for the throughput (default "
+        f"{RECALL_SIZES['default'][2]}, --big {RECALL_SIZES['big'][2]}).",
+    )
+    parser.add_argument(
         "--only",
         default=",".join(PARTS),
         help=f"Comma-separated parts to run, of: {', '.join(PARTS)}.",
@@ -196,6 +226,15 @@ def parse_args(argv: list[str] | None = None) -> Config:
     fact_size = FACT_SIZES["big" if args.big else "default"]
     context_size = CONTEXT_SIZES["big" if args.big else "default"]
     cleanup_size = CLEANUP_SIZES["big" if args.big else "default"]
+    recall_size = RECALL_SIZES["big" if args.big else "default"]
+    try:
+        recall_rows = (
+            tuple(int(value) for value in args.recall_rows.split(",") if value.strip())
+            if args.recall_rows is not None
+            else recall_size[0]
+        )
+    except ValueError:
+        parser.error("--recall-rows takes comma-separated numbers of messages")
     only = {part.strip() for part in args.only.split(",") if part.strip()}
     if not only or only - set(PARTS):
         parser.error(f"--only takes a comma-separated list of: {', '.join(PARTS)}")
@@ -216,6 +255,11 @@ def parse_args(argv: list[str] | None = None) -> Config:
         cleanup_seconds=(
             args.cleanup_seconds if args.cleanup_seconds is not None else cleanup_size[1]
         ),
+        recall_rows=recall_rows,
+        recall_searches=(
+            args.recall_searches if args.recall_searches is not None else recall_size[1]
+        ),
+        embed_messages=args.embed_messages if args.embed_messages is not None else recall_size[2],
         only=tuple(part for part in PARTS if part in only),
         workers=args.workers,
         worker_class=args.worker_class,
@@ -238,6 +282,8 @@ def parse_args(argv: list[str] | None = None) -> Config:
         "llm_reset_every",
         "cleanup_rows",
         "cleanup_seconds",
+        "recall_searches",
+        "embed_messages",
         "workers",
         "threads",
         "profile_requests",
@@ -250,4 +296,6 @@ def parse_args(argv: list[str] | None = None) -> Config:
         parser.error("--facts must be at least --fact-users (every user holds facts)")
     if config.context_rows < 100:
         parser.error("--context-rows must be at least 100")
+    if not config.recall_rows or min(config.recall_rows) < 100:
+        parser.error("--recall-rows: each size must be at least 100 messages")
     return config

@@ -33,13 +33,14 @@ from bench.harness import (
     terminate_on_sigterm,
 )
 from bench.measure import BenchError, say, section
-from bench.parts import appends, cleanup, context, facts, llm, reads
+from bench.parts import appends, cleanup, context, facts, llm, reads, recall
 from bench.profiling import InProcessClient
 
 if TYPE_CHECKING:
     from bench.parts.context import ContextSetup
     from bench.parts.facts import FactSet, SearchStatement
     from bench.parts.reads import ReadSession
+    from bench.parts.recall import RecallSetup
     from memoryhub.accounts.models import Tenant
 
 # Each part's module (see bench/parts/__init__.py), in the report's order.
@@ -50,12 +51,15 @@ PART_MODULES: dict[str, ModuleType] = {
     "context": context,
     "llm": llm,
     "cleanup": cleanup,
+    "recall": recall,
 }
 assert tuple(PART_MODULES) == PARTS
-# The llm part starts a gunicorn of its own (with an LLM configured), after the others' stops.
-OWN_SERVER = ("llm",)
+# The llm part starts a gunicorn of its own (with an LLM configured), the recall part two (with
+# embeddings on, and off), after the others' stops.
+OWN_SERVER = ("llm", "recall")
 # The in-process profiles, in this order: the appends' (plain, then with summarization and
-# extraction off and on), a read's, a search's, the context calls'. The cleanup part has none.
+# extraction off and on), a read's, a search's, the context calls'. The cleanup and recall parts
+# have none.
 PROFILED = ("appends", "llm", "reads", "facts", "context")
 
 
@@ -91,6 +95,7 @@ def prepare(config: Config) -> tuple[Setup, list[str]]:
     fact_set: FactSet | None = None
     statement: SearchStatement | None = None
     context_setup: ContextSetup | None = None
+    recall_setup: RecallSetup | None = None
     try:
         if "reads" in config.only:
             read_session = reads.ensure_read_session(
@@ -105,7 +110,7 @@ def prepare(config: Config) -> tuple[Setup, list[str]]:
             )
         if fact_set is not None and "facts" in config.only:
             statement = facts.capture_search_statement(
-                tenant=tenant, user_id=fact_set.user_ids[0], question=facts.FACT_QUESTIONS[0]
+                tenant=tenant, fact_set=fact_set, question=facts.FACT_QUESTIONS[0]
             )
         if fact_set is not None and "context" in config.only:
             context_setup = context.ensure_context(tenant=tenant, config=config, fact_set=fact_set)
@@ -114,6 +119,8 @@ def prepare(config: Config) -> tuple[Setup, list[str]]:
             llm_tenants = llm.ensure_tenants(api_key_ids=api_key_ids)
         if "cleanup" in config.only:
             cleanup_tenant = cleanup.ensure_tenant(api_key_ids=api_key_ids)
+        if "recall" in config.only:
+            recall_setup = recall.ensure_recall(config=config, api_key_ids=api_key_ids)
     except BaseException:
         delete_sessions_and_keys(config.database_url, [], api_key_ids)
         raise
@@ -136,6 +143,13 @@ def prepare(config: Config) -> tuple[Setup, list[str]]:
                     f"in {session.loaded_seconds:.1f} s"
                 )
         say(f"table      sessions_app_message holds {context_setup.table_rows:,} rows")
+    if recall_setup is not None:
+        for person in recall_setup.persons:
+            if person.loaded_seconds is not None:
+                say(
+                    f"loaded     {person.rows:,} messages of {person.external_id} with their "
+                    f"vectors in {person.loaded_seconds:.1f} s (then VACUUM ANALYZE)"
+                )
     setup = Setup(
         config=config,
         env=env,
@@ -147,6 +161,7 @@ def prepare(config: Config) -> tuple[Setup, list[str]]:
         context=context_setup,
         llm_tenants=llm_tenants,
         cleanup_tenant=cleanup_tenant,
+        recall=recall_setup,
     )
     return setup, api_key_ids
 
