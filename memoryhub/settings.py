@@ -404,7 +404,9 @@ def _next_redis_database(url: str) -> str:
         raise ImproperlyConfigured(
             "Set REDIS_CACHE_URL: the cache's Redis database cannot be derived from REDIS_URL."
         )
-    return urlunsplit(parts._replace(path=f"/{int(number) + 1}"))
+    # Redis has 16 databases by default (0-15): the last one's neighbour is the one before it.
+    neighbour = int(number) + 1 if int(number) < 15 else int(number) - 1
+    return urlunsplit(parts._replace(path=f"/{neighbour}"))
 
 
 REDIS_CACHE_URL: str = env.str(

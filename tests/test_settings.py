@@ -28,3 +28,12 @@ def test_production_refuses_to_start_without_a_secret_key():
 
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY must be set" in result.stderr
+
+
+def test_the_cache_takes_the_redis_database_beside_the_brokers():
+    from memoryhub.settings import _next_redis_database
+
+    assert _next_redis_database("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/1"
+    assert _next_redis_database("redis://127.0.0.1:6379") == "redis://127.0.0.1:6379/1"
+    # Redis has databases 0-15: beside the last one is the one before it.
+    assert _next_redis_database("redis://127.0.0.1:6379/15") == "redis://127.0.0.1:6379/14"
