@@ -6,29 +6,15 @@ import logging
 from typing import cast
 
 from celery import Task, shared_task
-from django.conf import settings
 
 from facts_app import embedding
-from memoryhub.llm import LLMPermanentError, LLMTransientError
+from memoryhub.llm import LLMPermanentError
+from memoryhub.llm.tasks import model_task_options
 
 logger = logging.getLogger(__name__)
 
-EMBED_MAX_RETRIES = 5
 
-
-@shared_task(
-    bind=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(LLMTransientError,),
-    retry_backoff=True,
-    retry_backoff_max=600,
-    retry_jitter=True,
-    max_retries=EMBED_MAX_RETRIES,
-    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
-    time_limit=settings.CELERY_TASK_TIME_LIMIT,
-    ignore_result=True,
-)
+@shared_task(**model_task_options(ignore_result=True))
 def embed_rows(self: Task, kind: str, tenant_id: int, ids: list[int]) -> int | None:
     """Embed these facts, memories or notes (`kind`) if they still lack a vector of the current
     model; returns how many were stored.

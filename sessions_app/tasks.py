@@ -7,28 +7,17 @@ import logging
 import uuid
 
 from celery import Task, shared_task
-from django.conf import settings
 
 from memoryhub.llm import LLMPermanentError, LLMTransientError
+from memoryhub.llm.tasks import MODEL_TASK_MAX_RETRIES, model_task_options
 from sessions_app import embedding, extraction, summaries
 
 logger = logging.getLogger(__name__)
 
-SUMMARIZE_MAX_RETRIES = 5
+SUMMARIZE_MAX_RETRIES = MODEL_TASK_MAX_RETRIES
 
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(LLMTransientError,),
-    retry_backoff=True,
-    retry_backoff_max=600,
-    retry_jitter=True,
-    max_retries=SUMMARIZE_MAX_RETRIES,
-    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
-    time_limit=settings.CELERY_TASK_TIME_LIMIT,
-)
+@shared_task(**model_task_options())
 def summarize_session(self: Task, session_id: str, force: bool = False) -> int | None:
     """Fold a session's older messages into its next summary; returns the summary's through_seq.
 
@@ -64,18 +53,7 @@ def summaries_sweep() -> int:
     return summaries.summaries_sweep()
 
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(LLMTransientError,),
-    retry_backoff=True,
-    retry_backoff_max=600,
-    retry_jitter=True,
-    max_retries=SUMMARIZE_MAX_RETRIES,
-    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
-    time_limit=settings.CELERY_TASK_TIME_LIMIT,
-)
+@shared_task(**model_task_options())
 def extract_session_facts(self: Task, session_id: str) -> int | None:
     """Extract facts from the session's newest exchange; returns how many facts were stored.
 
@@ -108,18 +86,7 @@ def extraction_sweep() -> int:
     return extraction.extraction_sweep()
 
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(LLMTransientError,),
-    retry_backoff=True,
-    retry_backoff_max=600,
-    retry_jitter=True,
-    max_retries=SUMMARIZE_MAX_RETRIES,
-    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
-    time_limit=settings.CELERY_TASK_TIME_LIMIT,
-)
+@shared_task(**model_task_options())
 def embed_session_messages(self: Task, session_id: str) -> int | None:
     """Embed the session's messages that have no vector of the current model yet; returns how
     many were embedded.
