@@ -37,7 +37,6 @@ from bench.harness import (
     ApiClient,
     Gunicorn,
     Setup,
-    broker_queue_size,
     policy_tenant_key,
 )
 from bench.measure import (
@@ -616,9 +615,10 @@ class RecallResult:
     embed: EmbedResult | None = None
     appends_off: AppendResult | None = None
     appends_on: AppendResult | None = None
-    enqueued_off: int = 0
-    enqueued_on: int = 0
-    expected_on: int = 0
+    enqueued_off: int = 0  # tasks the broker's queue got, embeddings off
+    enqueued_on: int = 0  # tasks with embeddings on: batches of the appends' requests
+    requests_on: int = 0  # session requests those batches carried
+    expected_on: int = 0  # appends with embeddings on (each requested: the worst case)
 
 
 def search_target(rows: int) -> float:
@@ -660,6 +660,14 @@ def appends_verdict(result: RecallResult) -> str:
         f"noise)  {mark(ratio <= TARGET_APPEND_P99_RATIO)}    "
         f"p50 {on.latency.p50_ms / off.latency.p50_ms:.2f}    rate {on.rate / off.rate:.2f}"
     )
+
+
+def requests_line(requests: int, tasks: int) -> str:
+    return f"{requests} session requests in {tasks} batch tasks" if tasks else "no task"
+
+
+def cpu_ms(result: AppendResult, owner: str) -> str:
+    return f"{result.cpu[owner]:.2f}" if result.cpu is not None else "n/a"
 
 
 def mib(value: float) -> str:
@@ -963,6 +971,32 @@ def measure_embedding(*, setup: Setup, result: RecallResult) -> None:
     )
 
 
+# What a web process publishes for its appends' embedding requests: one batch task per
+# gathering window (sessions_app.embedding.APPEND_GATHER_SECONDS), not a task per append.
+BATCH_TASK = "sessions_app.tasks.embed_appended_sessions"
+
+
+def queued_tasks() -> list[tuple[str, list[Any]]]:
+    """Take every task waiting in the bench broker's queue (nothing else consumes it): each
+    task's name and positional arguments."""
+    from bench.harness import CELERY_QUEUE
+    from memoryhub.celery import app
+
+    taken: list[tuple[str, list[Any]]] = []
+    with app.connection_for_write() as conn:
+        queue = conn.SimpleQueue(CELERY_QUEUE, no_ack=True)
+        try:
+            while True:
+                try:
+                    message = queue.get_nowait()
+                except queue.Empty:
+                    return taken
+                args = message.payload[0] if isinstance(message.payload, list) else []
+                taken.append((str(message.headers.get("task", "")), list(args)))
+        finally:
+            queue.close()
+
+
 class EmbeddingRequestReset(RequestReset):
     """What a finished embedding task does to its request: clear `embedding_requested_at`, so
     the next append requests (and enqueues) again."""
@@ -974,6 +1008,8 @@ def measure_appends(*, setup: Setup, on_server: Gunicorn, result: RecallResult) 
     """The append workload on two gunicorns, embeddings off and on, in alternating rounds
     (LLM_ROUNDS); every append's embedding request is cleared after it, as a finished task
     would, so that with embeddings on every append requests and enqueues: the worst case."""
+    from sessions_app.embedding import APPEND_GATHER_SECONDS
+
     config = setup.config
     recall = setup.recall
     assert recall is not None
@@ -986,11 +1022,14 @@ def measure_appends(*, setup: Setup, on_server: Gunicorn, result: RecallResult) 
     servers = {"off": off_server, "on": on_server}
     per_mode: dict[str, list[ClientsOutcome]] = {"off": [], "on": []}
     enqueued = {"off": 0, "on": 0}
+    requests = {"off": 0, "on": 0}
     per_round = max(1, config.appends // LLM_ROUNDS.count("on"))
     say(
         f"\nappends    {config.clients} clients, embeddings off (a gunicorn with "
         "EMBEDDINGS_BACKEND=off) vs on, alternating rounds;\n           the request is "
-        "cleared after every append, so with embeddings on every append enqueues a task"
+        "cleared after every append, so with embeddings on every append requests embedding\n"
+        "           (each web process publishes one task per "
+        f"{APPEND_GATHER_SECONDS} s for its appends' requests)"
     )
     try:
         off_server.start()
@@ -1008,7 +1047,7 @@ def measure_appends(*, setup: Setup, on_server: Gunicorn, result: RecallResult) 
             resets = [
                 EmbeddingRequestReset(config.database_url, value, 1) for value in sessions[mode]
             ]
-            queued_before = broker_queue_size()
+            queued_tasks()  # the previous round's tasks: this round counts its own
             try:
                 outcome = run_clients(
                     [
@@ -1030,8 +1069,17 @@ def measure_appends(*, setup: Setup, on_server: Gunicorn, result: RecallResult) 
             finally:
                 for reset in resets:
                     reset.close()
-            grew = broker_queue_size() - queued_before
+            # A web process publishes what its appends requested a moment after the last one.
+            time.sleep(APPEND_GATHER_SECONDS + 0.5)
+            tasks = queued_tasks()
+            grew = len(tasks)
             enqueued[mode] += grew
+            batched = [
+                str(value) for name, args in tasks if name == BATCH_TASK for value in args[0]
+            ]
+            requests[mode] += len(batched)
+            if mode == "on" and not set(sessions[mode]) <= set(batched):
+                say(f"WARNING: round {round_number}: a session's embedding request was not queued")
             per_mode[mode].append(outcome)
             appended[mode] += warmup + per_round
             done = append_result(outcome)
@@ -1039,7 +1087,7 @@ def measure_appends(*, setup: Setup, on_server: Gunicorn, result: RecallResult) 
                 f"round {round_number} {mode:>3}  {done.appends} appends in "
                 f"{done.seconds:5.2f} s = {done.rate:7.1f}/s   p50 "
                 f"{done.latency.p50_ms:6.2f} ms   p99 {done.latency.p99_ms:6.2f} ms   "
-                f"queue +{grew}"
+                f"queue +{grew} ({requests_line(len(batched), grew)})"
             )
         for mode, ids in sessions.items():
             check_gapless(config.database_url, ids, appended[mode])
@@ -1051,15 +1099,17 @@ def measure_appends(*, setup: Setup, on_server: Gunicorn, result: RecallResult) 
     result.appends_off = append_result(*per_mode["off"])
     result.appends_on = append_result(*per_mode["on"])
     result.enqueued_off, result.enqueued_on = enqueued["off"], enqueued["on"]
+    result.requests_on = requests["on"]
     result.expected_on = appended["on"] * config.clients
     say_appends("off  ", result.appends_off)
     say_appends(" on  ", result.appends_on)
     say(
-        f"check: the queue grew by {result.enqueued_off} tasks with embeddings off and "
-        f"{result.enqueued_on} with them on (expected {result.expected_on}: one per append, "
-        "warm-up included); every session holds seqs 1..N without gaps"
+        f"check: the queue got {result.enqueued_off} tasks with embeddings off and "
+        f"{result.enqueued_on} with them on for {result.expected_on} appends (warm-up included), "
+        f"{requests_line(result.requests_on, result.enqueued_on)}; every round's sessions were "
+        "in them; every session holds seqs 1..N without gaps"
     )
-    if result.enqueued_off != 0 or result.enqueued_on != result.expected_on:
+    if result.enqueued_off != 0 or not 0 < result.enqueued_on < result.expected_on:
         say("WARNING: the enqueued tasks are not what the settings should give")
     say(appends_verdict(result))
 
@@ -1165,5 +1215,11 @@ def summary(result: RecallResult, config: Config, profiles: dict[str, Any]) -> N
             f"recall  appends off p99 {result.appends_off.latency.p99_ms:6.2f} ms   on p99 "
             f"{result.appends_on.latency.p99_ms:6.2f} ms    rate off "
             f"{result.appends_off.rate:6.1f}/s  on {result.appends_on.rate:6.1f}/s"
+        )
+        say(
+            f"recall  appends CPU per append off {cpu_ms(result.appends_off, 'total_ms')} ms "
+            f"(gunicorn {cpu_ms(result.appends_off, 'gunicorn_ms')})   on "
+            f"{cpu_ms(result.appends_on, 'total_ms')} ms (gunicorn "
+            f"{cpu_ms(result.appends_on, 'gunicorn_ms')})"
         )
         say(f"recall  appends {appends_verdict(result)}")

@@ -80,14 +80,27 @@ class IdempotentOutcome:
 
 
 def idempotency_key_from(request: Request) -> str | None:
-    raw = request.headers.get(HEADER)
+    return idempotency_key_checked(request.headers.get(HEADER), field=HEADER)
+
+
+def idempotency_key_checked(raw: str | None, *, field: str) -> str | None:
+    """A key as a client sent it (the header, or a tool's argument named `field`), checked."""
     if raw is None:
         return None
     if not _VALID_KEY.match(raw):
         raise exceptions.ValidationError(
-            {HEADER: ["Must be 1-255 printable ASCII characters without spaces."]}
+            {field: ["Must be 1-255 printable ASCII characters without spaces."]}
         )
     return raw
+
+
+class IdempotencyKeyErased(exceptions.APIException):
+    """An outcome of ERASED_STATUS as an error, for callers that answer with errors rather than
+    HTTP responses (the MCP tools)."""
+
+    status_code = ERASED_STATUS
+    default_detail = ERASED_BODY["error"]["message"]
+    default_code = ERASED_BODY["error"]["code"]
 
 
 def request_fingerprint(payload: Any) -> str:
@@ -107,6 +120,9 @@ def run_idempotent(
     if key is None:
         status, body, *_ = perform()
         return IdempotentOutcome(status=status, body=body, replayed=False)
+    if tenant.person is not None:
+        # A person-bound token's keys are its person's: never a replay of someone else's answer.
+        scope = f"{scope}@person:{tenant.person.end_user.pk}"
 
     for attempt in range(2):
         try:

@@ -18,6 +18,7 @@ from rest_framework import exceptions, serializers
 
 from facts_app.api.facts import FactInputSerializer, FactOutputSerializer
 from facts_app.api.memories import (
+    USER_MEMORIES_OFF_BODY,
     MemoryInputSerializer,
     MemoryOutputSerializer,
     validated_memory_key,
@@ -47,13 +48,22 @@ from facts_app.selectors.notes import (
 from facts_app.services import notes as note_services
 from facts_app.services.facts import fact_create, fact_delete
 from facts_app.services.memories import memory_delete, memory_save
+from memoryhub.accounts.idempotency import (
+    ERASED_STATUS,
+    IdempotencyKeyErased,
+    Performed,
+    idempotency_key_checked,
+    request_fingerprint,
+    run_idempotent,
+)
 from memoryhub.accounts.models import (
     END_USER_ID_MAX_LENGTH,
     ApiKeyScope,
     EndUser,
     Tenant,
 )
-from memoryhub.accounts.selectors import end_user_get_for_tenant
+from memoryhub.accounts.redaction import rows_redacted, search_redactor
+from memoryhub.accounts.selectors import end_user_get_for_tenant, memory_policy_for
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.context import render_markdown
 from memoryhub.context.api import MAX_TOKENS_RANGE, ContextQuerySerializer
@@ -71,6 +81,8 @@ from sessions_app.models import EXTERNAL_KEY_MAX_LENGTH
 
 READ, WRITE = ApiKeyScope.READ, ApiKeyScope.WRITE
 SEARCH_LIMIT_MAX = 50
+# Its own scope: a tool call's arguments and answer are not a REST append's body and response.
+MCP_ADD_MESSAGES_SCOPE = "mcp.add_messages"
 LIST_LIMIT_MAX = 200
 
 # --- arguments: their descriptions are what the model reads ---------------------------------
@@ -289,6 +301,8 @@ def add_memory(
     memory_key = validated_memory_key(key)
     fields = {"content": content} | ({"pinned": pinned} if pinned is not None else {})
     data = _validated(MemoryInputSerializer, fields)
+    if user_id is not None and not memory_policy_for(tenant=who.tenant).enable_user_memories:
+        return {"kind": "memory", "created": False, **USER_MEMORIES_OFF_BODY}
     end_user = _person_for_write(who, user_id=user_id)
     memory, created = memory_save(tenant=who.tenant, end_user=end_user, key=memory_key, **data)
     return {"kind": "memory", "created": created, "memory": _memory(memory)}
@@ -342,18 +356,20 @@ def search_memories(
     keys = _session_keys(
         tenant=who.tenant, session_ids={item.message.session_id for item in messages.hits}
     )
-    fact_data = _facts([hit.fact for hit in facts.hits])
+    # Data stored before the policy's redaction was switched on is masked on the way out.
+    redact = search_redactor(tenant_id=who.tenant.pk)
+    fact_data = rows_redacted(_facts([hit.fact for hit in facts.hits]), redact=redact)
     return {
         "facts": [
             {"score": hit.score, "fact": data}
             for hit, data in zip(facts.hits, fact_data, strict=True)
         ],
-        "memories": [_memory(item) for item in memories],
+        "memories": rows_redacted([_memory(item) for item in memories], redact=redact),
         "messages": [
             {
                 "score": item.hit.score,
                 "session_key": keys.get(item.message.session_id),
-                "message": message_data(item.message),
+                "message": rows_redacted([message_data(item.message)], redact=redact)[0],
             }
             for item in messages.hits
         ],
@@ -521,11 +537,22 @@ def add_messages(
             ),
         ),
     ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Field(
+            description=(
+                "A key of yours for this call (1-255 printable ASCII characters, no spaces): "
+                "calling again with the same key and arguments (a retry after a timeout) "
+                "stores nothing twice and returns the first call's answer."
+            ),
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Append turns to a conversation, named by your `session_key`; the first call creates it
     (with the person's `user_id`). Call it after every turn: MemoryHub summarizes long
     conversations and learns facts about the person from them."""
     who = caller(ctx, WRITE)
+    key = idempotency_key_checked(idempotency_key, field="idempotency_key")
     session_fields = _validated(
         SessionCreateInputSerializer, {"external_key": session_key, "user_id": user_id}
     )
@@ -533,13 +560,42 @@ def add_messages(
         MessageBatchInputSerializer,
         {"messages": [message.model_dump(exclude_none=True) for message in messages]},
     )
-    session, created = services.session_create_or_get(tenant=who.tenant, **session_fields)
     inputs = services.message_inputs_counted(
         messages=[services.MessageInput(**item) for item in batch["messages"]]
     )
-    try:
+
+    def perform() -> Performed:
+        session, created = services.session_create_or_get(tenant=who.tenant, **session_fields)
+        # A stored answer quotes the messages: their person is held before the append locks
+        # the session (the order an erasure locks in), as the REST append does.
+        owner = (
+            services.session_owner_hold(tenant=who.tenant, session_id=session.pk) if key else None
+        )
         stored = services.message_append_batch(
             tenant=who.tenant, session_id=session.pk, messages=inputs
+        )
+        body = {
+            "session_key": session_key,
+            "session_created": created,
+            # False when the tenant's memory policy turns memory off: then nothing was stored.
+            "memory_enabled": bool(stored),
+            "messages": [message_data(message) for message in stored],
+        }
+        return Performed(200, body, owner if stored else None, session.pk)
+
+    try:
+        outcome = run_idempotent(
+            tenant=who.tenant,
+            key=key,
+            scope=MCP_ADD_MESSAGES_SCOPE,
+            fingerprint=request_fingerprint(
+                {
+                    "session_key": session_key,
+                    "user_id": user_id,
+                    "messages": [message.model_dump() for message in messages],
+                }
+            ),
+            perform=perform,
         )
     except services.MessageInputInvalid as error:
         # Named as the API names a bad message of a batch: messages → index → field.
@@ -552,13 +608,10 @@ def add_messages(
                 }
             }
         ) from None
-    return {
-        "session_key": session_key,
-        "session_created": created,
-        # False when the tenant's memory policy turns memory off: then nothing was stored.
-        "memory_enabled": bool(stored),
-        "messages": [message_data(message) for message in stored],
-    }
+    if outcome.status == ERASED_STATUS:
+        raise IdempotencyKeyErased()
+    body: dict[str, Any] = outcome.body
+    return body | ({"replayed": True} if outcome.replayed else {})
 
 
 @tool(title="Get the context for a conversation", read_only=True, idempotent=True)
