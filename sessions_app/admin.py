@@ -84,7 +84,8 @@ class SessionAdmin(AuditedDeleteAdmin):
         "token_count",
         "last_active_at",
     )
-    list_filter = ("tenant", "agent_id")
+    # Pinned: imported history exempt from retention (memoryhub.transfer.retention).
+    list_filter = ("tenant", "agent_id", "pinned")
     search_fields = ("=id", "external_key", "end_user__external_id", "agent_id")
     list_select_related = ("tenant", "end_user")
     readonly_fields = (

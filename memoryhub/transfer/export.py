@@ -137,6 +137,9 @@ def _session_records(*, tenant: Tenant, end_user: EndUser | None) -> Iterator[di
             "metadata": session.metadata,
             "created_at": iso(session.created_at),
             "last_active_at": iso(session.last_active_at),
+            # Exempt from retention, and its own state cap (imported history, see transfer).
+            "pinned": session.pinned,
+            "state_cap": session.state_cap,
         }
         for entry in states.take(session.pk):
             yield {
@@ -144,6 +147,7 @@ def _session_records(*, tenant: Tenant, end_user: EndUser | None) -> Iterator[di
                 "session_id": str(session.pk),
                 "key": entry.key,
                 "value": entry.value,
+                "updated_at": iso(entry.updated_at),
             }
         for summary in summaries.take(session.pk):
             yield {

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from memoryhub.accounts.models import Tenant
 from memoryhub.transfer.sink import ImportSink
 from memoryhub.transfer.types import (
+    Changed,
     ImportedEndUser,
     ImportedFact,
     ImportedMemory,
@@ -27,13 +28,17 @@ def import_items(
     source: str,
     items: Iterable[Item],
     dry_run: bool = False,
+    pin: bool = False,
     progress: Callable[[Item], None] | None = None,
 ) -> ImportReport:
-    """Import every record `items` yields into `tenant`; see ImportSink for the guarantees."""
-    sink = ImportSink(tenant=tenant, source=source, dry_run=dry_run)
+    """Import every record `items` yields into `tenant`; see ImportSink for the guarantees.
+    `pin`: the sessions it creates are exempt from retention (transfer.retention)."""
+    sink = ImportSink(tenant=tenant, source=source, dry_run=dry_run, pin=pin)
     for item in items:
         if isinstance(item, Skipped):
             sink.report.skipped.append(item)
+        elif isinstance(item, Changed):
+            sink.report.changed.append(item)
         elif isinstance(item, ImportedSession):
             sink.session(item)
         elif isinstance(item, ImportedMemory):

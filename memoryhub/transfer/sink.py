@@ -6,8 +6,15 @@
   so running the same import again adds nothing (and counts it as "already there").
 - A dry run does all the work, constraint checks included, inside transactions that are then
   rolled back: its counts are the real import's.
-- Timestamps are kept (created_at, last activity, message times); ids are new, except that a
-  fact's or memory's source session is pointed at the session the same import created for it.
+- Timestamps are kept (created_at, last activity, message times, state entries' times); ids are
+  new, except that a fact's or memory's source session is pointed at the session the same import
+  created for it.
+- Incremental: a session or note imported by an earlier run is grown, not duplicated: the
+  messages (note versions) the source holds after the last one already stored are appended.
+- A record is never dropped for its size or its role: a text over the import limit
+  (MEMORYHUB_IMPORT_MAX_CONTENT_BYTES, larger than the API's) is stored cut, with a marker and
+  its original size; an unknown role is stored as "assistant" with the source's role in the
+  message metadata. Each such change is listed in the report (ImportReport.changed).
 """
 
 from __future__ import annotations
@@ -18,12 +25,14 @@ import itertools
 import json
 import re
 import uuid
+from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import Model
+from django.db.models import F, Model
 from django.utils import timezone
 
 from facts_app.models import (
@@ -38,15 +47,19 @@ from facts_app.models import (
 )
 from facts_app.services.facts import fact_content_hash, fact_search_text
 from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, EndUser, MemoryPolicy, Tenant
+from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.errors import InvalidInput
 from memoryhub.core.tokens import count_tokens
 from memoryhub.transfer.models import ImportedRecord
 from memoryhub.transfer.types import (
+    Changed,
     ImportedEndUser,
     ImportedFact,
     ImportedMemory,
+    ImportedMessage,
     ImportedNote,
+    ImportedNoteVersion,
     ImportedPlan,
     ImportedPolicy,
     ImportedSession,
@@ -54,6 +67,7 @@ from memoryhub.transfer.types import (
     ImportReport,
     Origin,
 )
+from sessions_app.embedding import embedding_request_sessions
 from sessions_app.models import (
     AGENT_ID_MAX_LENGTH,
     EVENT_NAME_MAX_LENGTH,
@@ -74,6 +88,21 @@ from sessions_app.models import (
 )
 
 MESSAGE_CHUNK = 1000
+# Imports keep texts the API would refuse (a 120 KB tool output is routine) up to this size.
+IMPORT_MAX_CONTENT_BYTES_DEFAULT = 256 * 1024
+TRUNCATION_MARKER = "\n\n[… cut by the MemoryHub import: {original} bytes, the first {kept} kept]"
+# Roles other stores write, and what MemoryHub stores them as; any other role is "assistant"
+# (valid anywhere in a chat request, and never mistaken for what the person said). The source's
+# role is kept in the message's metadata as `source_role`.
+ROLE_ALIASES = {
+    "human": "user",
+    "ai": "assistant",
+    "bot": "assistant",
+    "model": "assistant",
+    "developer": "system",
+}
+UNKNOWN_ROLE_STORED_AS = "assistant"
+STATE_CAP_MAX = 10_000  # as MemoryPolicy.state_cap's own range
 _KIND_MODELS: dict[str, type[Model]] = {
     "end_users": EndUser,
     "memory_policies": MemoryPolicy,
@@ -86,7 +115,7 @@ _KIND_MODELS: dict[str, type[Model]] = {
 }
 
 
-def _key(source_id: str) -> str:
+def source_key(source_id: str) -> str:
     return hashlib.sha256(source_id.encode()).hexdigest()
 
 
@@ -100,6 +129,32 @@ class _DryRunRollback(Exception):
 
 def _limit(name: str) -> int:
     return int(settings.MEMORYHUB_LIMITS[name])
+
+
+def import_max_content_bytes() -> int:
+    return int(
+        settings.MEMORYHUB_LIMITS.get("IMPORT_MAX_CONTENT_BYTES", IMPORT_MAX_CONTENT_BYTES_DEFAULT)
+    )
+
+
+def content_fit(value: str, *, max_bytes: int) -> tuple[str, int | None]:
+    """`value` as an import stores it: whole when it fits `max_bytes` (UTF-8), else cut (on a
+    character boundary) with a marker that says so; the original size when it was cut."""
+    encoded = value.encode()
+    if len(encoded) <= max_bytes:
+        return value, None
+    marker = TRUNCATION_MARKER.format(original=len(encoded), kept="{kept}")
+    room = max(0, max_bytes - len(marker.encode()) - 16)
+    kept = encoded[:room].decode(errors="ignore")
+    return kept + marker.format(kept=len(kept.encode())), len(encoded)
+
+
+def _instant(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).isoformat()
+
+
+def _fingerprint(*, role: str, content: str) -> tuple[str, str]:
+    return role, hashlib.sha256(content.encode()).hexdigest()
 
 
 def _text(value: str, *, what: str, max_bytes: int | None = None) -> str:
@@ -139,10 +194,15 @@ class ImportSink:
     within it, so the same file imported twice, or two files of one store, never duplicate.
     """
 
-    def __init__(self, *, tenant: Tenant, source: str, dry_run: bool = False) -> None:
+    def __init__(
+        self, *, tenant: Tenant, source: str, dry_run: bool = False, pin: bool = False
+    ) -> None:
         self.tenant = tenant
         self.source = source
         self.dry_run = dry_run
+        # The importer chose to exempt what it brings in from retention (transfer.retention).
+        self.pin = pin
+        self._content_max = import_max_content_bytes()
         self.report = ImportReport(dry_run=dry_run)
         # Source session id -> the session it became (this run's, or an earlier run's).
         self._sessions: dict[str, uuid.UUID] = {}
@@ -152,6 +212,8 @@ class ImportSink:
         self._plans: dict[str, int] = {}
         self._users: dict[str, EndUser] = {}
         self._supersede: list[tuple[str, str]] = []
+        # The current item's changes, reported only if it is imported (not if it is skipped).
+        self._changes: list[Changed] = []
 
     # --- shared ---------------------------------------------------------------------------------
     def _already(self, *, kind: str, source_id: str) -> str | None:
@@ -159,7 +221,7 @@ class ImportSink:
         purged or erased one is imported again)."""
         record = (
             ImportedRecord.objects.filter(
-                tenant=self.tenant, source=self.source, kind=kind, source_key=_key(source_id)
+                tenant=self.tenant, source=self.source, kind=kind, source_key=source_key(source_id)
             )
             .only("pk", "object_id")
             .first()
@@ -180,7 +242,7 @@ class ImportSink:
             tenant=self.tenant,
             source=self.source,
             kind=kind,
-            source_key=_key(source_id),
+            source_key=source_key(source_id),
             object_id=object_id,
         )
 
@@ -196,25 +258,38 @@ class ImportSink:
                 raise RecordRejected(str(error)) from None
         return self._users[user_id]
 
-    def _run(self, *, kind: str, source_id: str, origin: Origin, write: Any) -> None:
-        """Import one item in its own transaction (rolled back in a dry run), once."""
+    def _changed(self, *, kind: str, origin: Origin, change: str) -> None:
+        self._changes.append(Changed(kind=kind, origin=origin, change=change))
+
+    def _run(
+        self,
+        *,
+        kind: str,
+        source_id: str,
+        origin: Origin,
+        write: Any,
+        grow: Any = None,
+    ) -> None:
+        """Import one item in its own transaction (rolled back in a dry run), once; an item
+        imported before is grown by `grow(object_id)` (what the source added since), if given."""
         existing = self._already(kind=kind, source_id=source_id)
         if existing is not None:
             self.report.already_there[kind] += 1
             self._note_mapping(kind=kind, source_id=source_id, object_id=existing)
-            return
+            if grow is None:
+                return
+            write = lambda: grow(existing)  # noqa: E731
         users_before = dict(self._users)
+        self._changes = []
         try:
             with transaction.atomic():
                 object_id = write()
-                self._remember(kind=kind, source_id=source_id, object_id=str(object_id))
+                if existing is None:
+                    self._remember(kind=kind, source_id=source_id, object_id=str(object_id))
                 if self.dry_run:
                     raise _DryRunRollback
         except _DryRunRollback:
             self._users = users_before  # created in the rolled-back transaction
-            self.report.imported[kind] += 1
-            self._note_mapping(kind=kind, source_id=source_id, object_id=str(object_id))
-            return
         except RecordRejected as error:
             self._users = users_before
             self.report.skip(kind=kind, origin=origin, reason=str(error))
@@ -223,8 +298,10 @@ class ImportSink:
             self._users = users_before
             self.report.skip(kind=kind, origin=origin, reason=f"refused by the database: {error}")
             return
-        self.report.imported[kind] += 1
-        self._note_mapping(kind=kind, source_id=source_id, object_id=str(object_id))
+        self.report.changed.extend(self._changes)
+        if existing is None:
+            self.report.imported[kind] += 1
+            self._note_mapping(kind=kind, source_id=source_id, object_id=str(object_id))
 
     def _note_mapping(self, *, kind: str, source_id: str, object_id: str) -> None:
         if kind == "sessions":
@@ -303,6 +380,7 @@ class ImportSink:
             source_id=item.source_id,
             origin=item.origin,
             write=lambda: self._write_session(item),
+            grow=lambda existing: self._grow_session(item, session_id=existing),
         )
 
     def _write_session(self, item: ImportedSession) -> uuid.UUID:
@@ -326,9 +404,15 @@ class ImportSink:
             external_key=external_key,
             metadata=item.metadata,
             last_active_at=_aware(item.last_active_at, what="last_active_at") or created_at,
+            pinned=self.pin or item.pinned,
+            state_cap=self._state_cap(item),
         )
         last_seq, count, tokens, token_by_seq = self._write_messages(
-            session=session, item=item, default_time=created_at
+            session=session,
+            origin=item.origin,
+            messages=item.messages,
+            default_time=created_at,
+            after_seq=0,
         )
         for position, entry in enumerate(item.state, start=1):
             if not entry.key or len(entry.key) > STATE_KEY_MAX_LENGTH:
@@ -337,13 +421,16 @@ class ImportSink:
             _json_size(
                 entry.value, what=f"state {entry.key!r}", max_bytes=_limit("STATE_VALUE_MAX_BYTES")
             )
-            StateEntry.objects.create(
+            state_entry = StateEntry.objects.create(
                 tenant=self.tenant,
                 session=session,
                 key=entry.key,
                 value=entry.value,
                 position=position,
             )
+            updated_at = _aware(entry.updated_at, what=f"state {entry.key!r} time")
+            if updated_at is not None:  # auto_now: only an update can set it
+                StateEntry.objects.filter(pk=state_entry.pk).update(updated_at=updated_at)
         summarized_seq = summarized_tokens = 0
         for summary in sorted(item.summaries, key=lambda s: s.through_seq):
             if not 0 < summary.through_seq <= last_seq:
@@ -378,57 +465,215 @@ class ImportSink:
             # (or not at all); only new exchanges are extracted.
             extracted_seq=last_seq,
         )
+        if count:
+            # Imported turns are recalled like appended ones: ask for their vectors after commit.
+            embedding_request_sessions(session_ids=[session.pk])
         return session.pk
 
+    def _state_cap(self, item: ImportedSession) -> int | None:
+        """The session's own state cap, when what it brings (or its store's cap) is more than
+        its memory policy keeps: else the next new key would evict imported ones."""
+        policy_cap = memory_policy_for(tenant=self.tenant, agent_id=item.agent_id).state_cap
+        wanted = max(len(item.state), item.state_cap or 0)
+        if wanted <= policy_cap:
+            return None
+        if wanted > STATE_CAP_MAX:
+            raise RecordRejected(f"{wanted} state keys: no state cap goes over {STATE_CAP_MAX}.")
+        store_cap = f"; its store's cap was {item.state_cap}" if item.state_cap else ""
+        self._changed(
+            kind="state",
+            origin=item.origin,
+            change=(
+                f"{len(item.state)} state keys{store_cap}, over the memory policy's cap of "
+                f"{policy_cap}: this session keeps up to {wanted} keys, so a new key does not "
+                "evict imported ones."
+            ),
+        )
+        return wanted
+
+    def _message_row(
+        self,
+        *,
+        session: Session,
+        message: ImportedMessage,
+        seq: int,
+        origin: Origin,
+        default_time: dt.datetime,
+    ) -> Message:
+        """The row a message becomes: an unknown role renamed and an oversized content cut,
+        each said in the report."""
+        role, metadata = message.role, message.metadata
+        if role not in MessageRole.values:
+            role = ROLE_ALIASES.get(role.lower(), UNKNOWN_ROLE_STORED_AS)
+            metadata = {**metadata, "source_role": message.role}
+            self._changed(
+                kind="messages",
+                origin=origin,
+                change=f"message {seq}: the role {message.role!r} is stored as {role!r} "
+                "(the original is in its metadata as source_role).",
+            )
+        content, original_bytes = content_fit(
+            _text(message.content, what=f"message {seq}"), max_bytes=self._content_max
+        )
+        if original_bytes is not None:
+            metadata = {
+                **metadata,
+                "import_truncated": {
+                    "original_bytes": original_bytes,
+                    "kept_bytes": len(content.encode()),
+                },
+            }
+            self._changed(
+                kind="messages",
+                origin=origin,
+                change=f"message {seq}: {original_bytes} bytes, over the import limit of "
+                f"{self._content_max}; stored cut, with a marker (metadata import_truncated).",
+            )
+        elif len(content.encode()) > _limit("MESSAGE_CONTENT_MAX_BYTES"):
+            self._changed(
+                kind="messages",
+                origin=origin,
+                change=f"message {seq}: {len(content.encode())} bytes, over the API's limit of "
+                f"{_limit('MESSAGE_CONTENT_MAX_BYTES')}; kept whole (the import limit is "
+                f"{self._content_max}).",
+            )
+        _json_size(metadata, what=f"message {seq} metadata", max_bytes=_limit("METADATA_MAX_BYTES"))
+        return Message(
+            tenant=self.tenant,
+            session=session,
+            seq=seq,
+            role=role,
+            content=content,
+            name=_text(message.name, what=f"message {seq} name")[:128],
+            tool_call_id=message.tool_call_id[:128],
+            tool_calls=message.tool_calls,
+            metadata=metadata,
+            token_count=message.token_count
+            if message.token_count is not None and original_bytes is None
+            else count_tokens(content),
+            # A message without a time of its own gets its session's.
+            created_at=_aware(message.created_at, what=f"message {seq} time") or default_time,
+        )
+
     def _write_messages(
-        self, *, session: Session, item: ImportedSession, default_time: dt.datetime
+        self,
+        *,
+        session: Session,
+        origin: Origin,
+        messages: Iterable[ImportedMessage],
+        default_time: dt.datetime,
+        after_seq: int,
+        keep_seqs: bool = True,
     ) -> tuple[int, int, int, dict[int, int]]:
-        """Insert the messages in chunks; returns last seq, count, tokens, tokens per seq (only
-        up to the summaries' range is needed, but seqs are few compared with contents)."""
-        roles = set(MessageRole.values)
-        max_bytes = _limit("MESSAGE_CONTENT_MAX_BYTES")
-        metadata_max = _limit("METADATA_MAX_BYTES")
-        last_seq = count = tokens = 0
+        """Insert the messages in chunks after `after_seq`; returns last seq, count, tokens,
+        tokens per seq (only up to the summaries' range is needed, but seqs are few compared
+        with contents). `keep_seqs`: a source's own seqs (MemoryHub's export) are kept."""
+        last_seq = after_seq
+        count = tokens = 0
         token_by_seq: dict[int, int] = {}
-        messages = iter(item.messages)
-        while chunk := list(itertools.islice(messages, MESSAGE_CHUNK)):
+        stream = iter(messages)
+        while chunk := list(itertools.islice(stream, MESSAGE_CHUNK)):
             rows = []
             for message in chunk:
-                seq = message.seq if message.seq is not None else last_seq + 1
+                seq = message.seq if keep_seqs and message.seq is not None else last_seq + 1
                 if seq <= last_seq:
                     raise RecordRejected(f"message seq {seq} does not follow {last_seq}.")
-                if message.role not in roles:
-                    raise RecordRejected(f"message {seq} has an unknown role {message.role!r}.")
-                _text(message.content, what=f"message {seq}", max_bytes=max_bytes)
-                _json_size(message.metadata, what=f"message {seq} metadata", max_bytes=metadata_max)
-                token_count = (
-                    message.token_count
-                    if message.token_count is not None
-                    else count_tokens(message.content)
+                row = self._message_row(
+                    session=session,
+                    message=message,
+                    seq=seq,
+                    origin=origin,
+                    default_time=default_time,
                 )
-                rows.append(
-                    Message(
-                        tenant=self.tenant,
-                        session=session,
-                        seq=seq,
-                        role=message.role,
-                        content=message.content,
-                        name=_text(message.name, what=f"message {seq} name")[:128],
-                        tool_call_id=message.tool_call_id[:128],
-                        tool_calls=message.tool_calls,
-                        metadata=message.metadata,
-                        token_count=token_count,
-                        # A message without a time of its own gets its session's.
-                        created_at=_aware(message.created_at, what=f"message {seq} time")
-                        or default_time,
-                    )
-                )
-                token_by_seq[seq] = token_count
+                rows.append(row)
+                token_by_seq[seq] = row.token_count
                 last_seq = seq
                 count += 1
-                tokens += token_count
+                tokens += row.token_count
             Message.objects.bulk_create(rows)
         return last_seq, count, tokens, token_by_seq
+
+    def _grow_session(self, item: ImportedSession, *, session_id: str) -> uuid.UUID:
+        """Append what the source holds after the last message already stored (a transcript or
+        tape that grew since the first import); never a message twice.
+
+        Messages are matched by role and content (and time, where the source has one), as many
+        times as each is stored. Source messages before the last match that are not stored
+        (removed since by retention or a purge) are not brought back; those after it are new."""
+        session = Session.objects.select_for_update().filter(pk=session_id).first()
+        if session is None:  # pragma: no cover - _already just saw it
+            raise RecordRejected("the session imported before is gone.")
+        stored: Counter[tuple[str, str]] = Counter()
+        stored_timed: Counter[tuple[str, str, str]] = Counter()
+        latest: dt.datetime | None = None
+        for role, content, created_at in (
+            Message.objects.filter(session=session)
+            .values_list("role", "content", "created_at")
+            .iterator(chunk_size=MESSAGE_CHUNK)
+        ):
+            fingerprint = _fingerprint(role=role, content=content)
+            stored[fingerprint] += 1
+            stored_timed[(*fingerprint, _instant(created_at))] += 1
+            latest = created_at if latest is None else max(latest, created_at)
+        pending: list[ImportedMessage] = []
+        not_brought_back = 0
+        for message in item.messages:
+            role = message.role
+            if role not in MessageRole.values:
+                role = ROLE_ALIASES.get(role.lower(), UNKNOWN_ROLE_STORED_AS)
+            content, _ = content_fit(message.content, max_bytes=self._content_max)
+            fingerprint = _fingerprint(role=role, content=content)
+            created_at = _aware(message.created_at, what="message time")
+            timed = None if created_at is None else (*fingerprint, _instant(created_at))
+            matched = stored_timed[timed] > 0 if timed is not None else stored[fingerprint] > 0
+            if matched:
+                if timed is not None:
+                    stored_timed[timed] -= 1
+                stored[fingerprint] -= 1
+                not_brought_back += len(pending)
+                pending = []
+            else:
+                pending.append(message)
+        if not_brought_back:
+            self._changed(
+                kind="messages",
+                origin=item.origin,
+                change=f"{not_brought_back} messages older than the last one stored are no "
+                "longer in the session (removed since the first import): not added again.",
+            )
+        if not pending:
+            return session.pk
+        last_seq, count, tokens, _ = self._write_messages(
+            session=session,
+            origin=item.origin,
+            messages=pending,
+            default_time=latest or session.created_at,
+            after_seq=session.last_seq,
+            keep_seqs=False,
+        )
+        newest = max(
+            [
+                t
+                for t in (session.last_active_at, _aware(item.last_active_at, what="last active"))
+                if t is not None
+            ]
+        )
+        Session.objects.filter(pk=session.pk).update(
+            last_seq=last_seq,
+            message_count=F("message_count") + count,
+            token_count=F("token_count") + tokens,
+            last_active_at=newest,
+            # Imported history is not mined: the extraction cursor moves past it, unless a
+            # newer exchange waits to be read.
+            extracted_seq=last_seq
+            if session.extracted_seq >= session.last_seq
+            else session.extracted_seq,
+            pinned=session.pinned or self.pin,
+        )
+        if count:
+            embedding_request_sessions(session_ids=[session.pk])
+        self.report.added_to_existing["messages"] += count
+        return session.pk
 
     # --- long-term memory -----------------------------------------------------------------------
     def memory(self, item: ImportedMemory) -> None:
@@ -437,14 +682,82 @@ class ImportSink:
             source_id=item.source_id,
             origin=item.origin,
             write=lambda: self._write_memory(item),
+            grow=lambda existing: self._grow_memory(item, memory_id=existing),
         )
+
+    def _fit(self, value: str, *, what: str, kind: str, origin: Origin, api_limit: str) -> str:
+        """A text as the import stores it: whole up to the import limit, which is larger than
+        the API's (said in the report when the API would refuse it), else cut with a marker."""
+        content, original_bytes = content_fit(_text(value, what=what), max_bytes=self._content_max)
+        if original_bytes is not None:
+            self._changed(
+                kind=kind,
+                origin=origin,
+                change=f"{what}: {original_bytes} bytes, over the import limit of "
+                f"{self._content_max}; stored cut, with a marker.",
+            )
+        elif len(content.encode()) > _limit(api_limit):
+            self._changed(
+                kind=kind,
+                origin=origin,
+                change=f"{what}: {len(content.encode())} bytes, over the API's limit of "
+                f"{_limit(api_limit)}; kept whole (the import limit is {self._content_max}).",
+            )
+        return content
+
+    def _grow_memory(self, item: ImportedMemory, *, memory_id: str) -> int:
+        """A memory the source changed since the first import: its new content becomes the
+        next version (the stored one is kept as a version); an older or equal one adds nothing."""
+        memory = UserMemory.objects.select_for_update().get(pk=memory_id)
+        content = self._fit(
+            item.content,
+            what="memory content",
+            kind="user_memories",
+            origin=item.origin,
+            api_limit="MEMORY_CONTENT_MAX_BYTES",
+        )
+        updated_at = _aware(item.updated_at, what="memory updated_at")
+        if content == memory.content or (
+            updated_at is not None and updated_at <= memory.updated_at
+        ):
+            return memory.pk
+        UserMemoryVersion.objects.create(
+            tenant=self.tenant,
+            memory=memory,
+            version=memory.version,
+            content=memory.content,
+            created_at=memory.updated_at,
+        )
+        UserMemory.objects.filter(pk=memory.pk).update(
+            content=content,
+            version=memory.version + 1,
+            updated_at=updated_at or timezone.now(),
+        )
+        self.report.added_to_existing["memory versions"] += 1
+        return memory.pk
 
     def _write_memory(self, item: ImportedMemory) -> int:
         if len(item.key) > MEMORY_KEY_MAX_LENGTH or not re.match(MEMORY_KEY_PATTERN, item.key):
             raise RecordRejected(f"memory key {item.key!r} is not {MEMORY_KEY_PATTERN}.")
         if item.key.startswith(RESERVED_MEMORY_KEY_PREFIXES):
             raise RecordRejected(f"memory key {item.key!r} uses a reserved prefix.")
-        _text(item.content, what="memory content", max_bytes=_limit("MEMORY_CONTENT_MAX_BYTES"))
+        content = self._fit(
+            item.content,
+            what="memory content",
+            kind="user_memories",
+            origin=item.origin,
+            api_limit="MEMORY_CONTENT_MAX_BYTES",
+        )
+        expires_at = _aware(item.expires_at, what="memory expires_at")
+        pinned = item.pinned
+        if self.pin and not pinned and expires_at is not None and expires_at <= timezone.now():
+            pinned = True  # retention would remove it at once: the importer chose to keep it
+            self._changed(
+                kind="user_memories",
+                origin=item.origin,
+                change=f"memory {item.key!r} expired at {expires_at.isoformat()}: pinned, as "
+                "chosen, so retention keeps it.",
+            )
         end_user = self._end_user(item.user_id) if item.user_id else None
         if (
             UserMemory.objects.for_tenant(self.tenant)
@@ -456,9 +769,9 @@ class ImportSink:
             tenant=self.tenant,
             end_user=end_user,
             key=item.key,
-            content=item.content,
-            pinned=item.pinned,
-            expires_at=_aware(item.expires_at, what="memory expires_at"),
+            content=content,
+            pinned=pinned,
+            expires_at=expires_at,
             source_session_id=self.session_id_for(item.source_session_id),
             version=max([item.version, *(v.version + 1 for v in item.versions)]),
         )
@@ -490,12 +803,18 @@ class ImportSink:
         )
 
     def _write_fact(self, item: ImportedFact) -> int:
-        _text(item.content, what="fact content", max_bytes=_limit("FACT_CONTENT_MAX_BYTES"))
-        if not item.content.strip():
+        content = self._fit(
+            item.content,
+            what="fact content",
+            kind="facts",
+            origin=item.origin,
+            api_limit="FACT_CONTENT_MAX_BYTES",
+        )
+        if not content.strip():
             raise RecordRejected("fact content is empty.")
         _json_size(item.metadata, what="fact metadata", max_bytes=_limit("METADATA_MAX_BYTES"))
         end_user = self._end_user(item.user_id) if item.user_id else None
-        content_hash = fact_content_hash(item.content)
+        content_hash = fact_content_hash(content)
         if (
             Fact.objects.for_tenant(self.tenant)
             .filter(end_user=end_user, content_hash=content_hash)
@@ -514,9 +833,9 @@ class ImportSink:
         fact = Fact.objects.create(
             tenant=self.tenant,
             end_user=end_user,
-            content=item.content,
+            content=content,
             content_hash=content_hash,
-            search_text=fact_search_text(content=item.content, tags=tags, end_user=end_user),
+            search_text=fact_search_text(content=content, tags=tags, end_user=end_user),
             tags=tags,
             metadata=item.metadata,
             source_session_id=source_session,
@@ -665,29 +984,52 @@ class ImportSink:
             source_id=item.source_id,
             origin=item.origin,
             write=lambda: self._write_note(item),
+            grow=lambda existing: self._grow_note(item),
         )
+
+    def _note_rows(self, item: ImportedNote) -> tuple[EndUser, str, Any]:
+        end_user = self._end_user(item.user_id)
+        kind = NoteKind.LONG_TERM if item.day is None else NoteKind.DAILY
+        rows = Note.objects.for_tenant(self.tenant).filter(
+            end_user=end_user, kind=kind, day=item.day
+        )
+        return end_user, kind, rows
 
     def _write_note(self, item: ImportedNote) -> int:
         if not item.versions:
             raise RecordRejected("a note needs at least one version.")
-        end_user = self._end_user(item.user_id)
-        kind = NoteKind.LONG_TERM if item.day is None else NoteKind.DAILY
-        existing = Note.objects.for_tenant(self.tenant).filter(
-            end_user=end_user, kind=kind, day=item.day
-        )
+        end_user, kind, existing = self._note_rows(item)
         if existing.exists():
             which = "long-term note" if item.day is None else f"note for {item.day}"
             raise RecordRejected(f"this person already has a {which}.")
-        max_bytes = _limit("NOTE_CONTENT_MAX_BYTES")
+        return self._write_note_versions(
+            item=item, end_user=end_user, kind=kind, versions=item.versions, after=0
+        )
+
+    def _write_note_versions(
+        self,
+        *,
+        item: ImportedNote,
+        end_user: EndUser,
+        kind: str,
+        versions: list[ImportedNoteVersion],
+        after: int,
+    ) -> int:
         last = None
-        for number, version in enumerate(item.versions, start=1):
+        for number, version in enumerate(versions, start=after + 1):
             last = Note.objects.create(
                 tenant=self.tenant,
                 end_user=end_user,
                 kind=kind,
                 day=item.day,
                 version=number,
-                content=_text(version.content, what=f"note version {number}", max_bytes=max_bytes),
+                content=self._fit(
+                    version.content,
+                    what=f"note version {number}",
+                    kind="notes",
+                    origin=item.origin,
+                    api_limit="NOTE_CONTENT_MAX_BYTES",
+                ),
             )
             if version.created_at is not None:
                 Note.objects.filter(pk=last.pk).update(
@@ -695,3 +1037,25 @@ class ImportSink:
                 )
         assert last is not None
         return last.pk
+
+    def _grow_note(self, item: ImportedNote) -> int:
+        """Append the versions the source holds after the last one already stored (a tape
+        with new memory zones), as _grow_session does for messages."""
+        end_user, kind, rows = self._note_rows(item)
+        stored = Counter(rows.values_list("content", flat=True))
+        last_version = max(rows.values_list("version", flat=True), default=0)
+        pending: list[ImportedNoteVersion] = []
+        for version in item.versions:
+            content, _ = content_fit(version.content, max_bytes=self._content_max)
+            if stored[content] > 0:
+                stored[content] -= 1
+                pending = []
+            else:
+                pending.append(version)
+        if not pending:
+            return 0
+        pk = self._write_note_versions(
+            item=item, end_user=end_user, kind=kind, versions=pending, after=last_version
+        )
+        self.report.added_to_existing["note versions"] += len(pending)
+        return pk

@@ -54,6 +54,7 @@ class ImportedSummary:
 class ImportedStateEntry:
     key: str
     value: Any
+    updated_at: dt.datetime | None = None  # the entry's own time (basic-session's `ts`)
 
 
 @dataclass
@@ -67,6 +68,9 @@ class ImportedSession:
     created_at: dt.datetime | None = None
     last_active_at: dt.datetime | None = None
     state: list[ImportedStateEntry] = field(default_factory=list)  # oldest first (FIFO order)
+    # The store's own cap on state keys (basic-session's kv.json `cap`), when it has one.
+    state_cap: int | None = None
+    pinned: bool = False  # exempt from retention (MemoryHub's own export)
     summaries: list[ImportedSummary] = field(default_factory=list)
     # Any iterable, consumed once and in chunks: a reader may stream a huge session's messages
     # straight from its file instead of holding them (they come last for that reason).
@@ -192,6 +196,16 @@ class Skipped:
     reason: str
 
 
+@dataclass(frozen=True)
+class Changed:
+    """A record imported, but not exactly as the source had it (cut to a size limit, a role
+    renamed, a cap raised...): the report lists each, so no change goes unsaid."""
+
+    kind: str
+    origin: Origin
+    change: str
+
+
 @dataclass
 class ImportReport:
     """Counts per kind of what was imported, what was already there (a re-run) and what was
@@ -201,9 +215,15 @@ class ImportReport:
     imported: Counter[str] = field(default_factory=Counter)
     already_there: Counter[str] = field(default_factory=Counter)
     skipped: list[Skipped] = field(default_factory=list)
+    changed: list[Changed] = field(default_factory=list)
+    # What a re-run added to records an earlier run imported ("messages", "note versions").
+    added_to_existing: Counter[str] = field(default_factory=Counter)
 
     def skip(self, *, kind: str, origin: Origin, reason: str) -> None:
         self.skipped.append(Skipped(kind=kind, origin=origin, reason=reason))
+
+    def change(self, *, kind: str, origin: Origin, change: str) -> None:
+        self.changed.append(Changed(kind=kind, origin=origin, change=change))
 
     def rows(self) -> list[tuple[str, int, int, int]]:
         """(kind, imported, already there, skipped) for every kind met, by name."""
@@ -220,6 +240,10 @@ class ImportReport:
             for kind in kinds
         ]
 
+    def added_rows(self) -> list[tuple[str, int]]:
+        """(kind, count) added to records imported before, by name (for the pages)."""
+        return sorted(self.added_to_existing.items())
+
     def lines(self) -> list[str]:
         verb = "would import" if self.dry_run else "imported"
         kinds = sorted(
@@ -232,7 +256,13 @@ class ImportReport:
                 f"{kind}: {verb} {self.imported[kind]}, already there {self.already_there[kind]}, "
                 f"skipped {skipped}"
             )
+        verb_added = "would add" if self.dry_run else "added"
+        out.extend(
+            f"{kind} {verb_added} to records imported before: {count}"
+            for kind, count in sorted(self.added_to_existing.items())
+        )
         out.extend(f"skipped {s.kind} at {s.origin}: {s.reason}" for s in self.skipped)
+        out.extend(f"changed {c.kind} at {c.origin}: {c.change}" for c in self.changed)
         return out
 
 
@@ -246,4 +276,5 @@ Item = (
     | ImportedPlan
     | ImportedTaskContext
     | Skipped
+    | Changed
 )

@@ -28,6 +28,12 @@ from memoryhub.accounts.pages import TenantRequest, actor_for_request, tenant_pa
 from memoryhub.accounts.services import audit_event_record
 from memoryhub.transfer.export import export_records
 from memoryhub.transfer.formats import ALIASES, reader_for
+from memoryhub.transfer.retention import (
+    RetentionChoice,
+    RetentionSurvey,
+    retention_choice_apply,
+    retention_survey,
+)
 from memoryhub.transfer.runner import import_items
 from memoryhub.transfer.services import tenant_export_audit
 from memoryhub.transfer.types import ImportReport
@@ -79,9 +85,42 @@ def _find_upload(*, tenant_id: int, token: str) -> Path | None:
     return next(iter(sorted(_upload_folder().glob(f"{tenant_id}-{token}*"))), None)
 
 
-def _run(request: TenantRequest, *, path: Path, source: str, dry_run: bool) -> ImportReport:
+def _run(
+    request: TenantRequest, *, path: Path, source: str, dry_run: bool, pin: bool = False
+) -> ImportReport:
     return import_items(
-        tenant=request.tenant, source=source, items=reader_for(source)(path), dry_run=dry_run
+        tenant=request.tenant,
+        source=source,
+        items=reader_for(source)(path),
+        dry_run=dry_run,
+        pin=pin,
+    )
+
+
+def _survey(request: TenantRequest, *, path: Path, source: str) -> RetentionSurvey:
+    """What of the file falls outside the tenant's retention windows (read before writing)."""
+    return retention_survey(tenant=request.tenant, source=source, items=reader_for(source)(path))
+
+
+def _confirm_page(
+    request: TenantRequest, *, path: Path, token: str, source: str, name: str, error: str = ""
+) -> HttpResponse:
+    """The dry run's counts and the retention survey, with the choice it calls for."""
+    report = _run(request, path=path, source=source, dry_run=True)
+    survey = _survey(request, path=path, source=source)
+    return render(
+        request,
+        "web/import_confirm.html",
+        {
+            "report": report,
+            "survey": survey,
+            "retention_choices": RetentionChoice.choices,
+            "retention_error": error,
+            "token": token,
+            "source": source,
+            "name": name,
+        },
+        status=400 if error else 200,
     )
 
 
@@ -102,12 +141,7 @@ def import_upload(request: TenantRequest) -> HttpResponse:
             for chunk in upload.chunks():
                 handle.write(chunk)
         source = form.cleaned_data["format"]
-        report = _run(request, path=path, source=source, dry_run=True)
-        return render(
-            request,
-            "web/import_confirm.html",
-            {"report": report, "token": token, "source": source, "name": upload.name},
-        )
+        return _confirm_page(request, path=path, token=token, source=source, name=upload.name)
     return render(request, "web/import_upload.html", {"form": form})
 
 
@@ -123,8 +157,36 @@ def import_confirm(request: TenantRequest) -> HttpResponse:
     if path is None or source not in dict(UPLOAD_FORMATS):
         messages.error(request, "That upload is gone (kept for a day): upload the file again.")
         return redirect("web:import")
+    # Read again: the windows may have changed since the confirmation page was shown.
+    survey = _survey(request, path=path, source=source)
+    posted_choice = request.POST.get("retention", "")
+    choice = RetentionChoice(posted_choice) if posted_choice in RetentionChoice.values else None
+    if survey.outside and choice is None:
+        return _confirm_page(
+            request,
+            path=path,
+            token=token,
+            source=source,
+            name=request.POST.get("name", ""),
+            error="Some of this file is older than the retention windows: choose what to do "
+            "with it.",
+        )
+    retention_done: list[str] = []
     try:
-        report = _run(request, path=path, source=source, dry_run=False)
+        if survey.outside and choice is not None:
+            retention_done = retention_choice_apply(
+                tenant=request.tenant,
+                survey=survey,
+                choice=choice,
+                actor=actor_for_request(request),
+            )
+        report = _run(
+            request,
+            path=path,
+            source=source,
+            dry_run=False,
+            pin=survey.outside and choice == RetentionChoice.PIN,
+        )
     finally:
         path.unlink(missing_ok=True)
     audit_event_record(
@@ -134,9 +196,21 @@ def import_confirm(request: TenantRequest) -> HttpResponse:
         object_type="import",
         object_id=source,
         counts=dict(report.imported),
-        detail={"skipped": len(report.skipped), "already_there": dict(report.already_there)},
+        detail={
+            "skipped": len(report.skipped),
+            "changed": len(report.changed),
+            "already_there": dict(report.already_there),
+            "retention": {
+                "outside": survey.outside,
+                "choice": choice.value if survey.outside and choice is not None else None,
+            },
+        },
     )
-    return render(request, "web/import_done.html", {"report": report, "source": source})
+    return render(
+        request,
+        "web/import_done.html",
+        {"report": report, "source": source, "retention_done": retention_done},
+    )
 
 
 @tenant_page()

@@ -146,8 +146,11 @@ def test_a_good_store_lands_whole(tenant):
         (2, "assistant", "Dort ist es gerade 16:30 Uhr.", "", "", at("07:30:00", "2026-02-09")),
     ]
 
-    # The winning zone (version 3) only: versions 1 and 2 are superseded.
-    notes = Note.objects.filter(tenant=tenant).order_by("end_user__external_id", "kind", "day")
+    # Every sealed zone is a version of the notes it changed, the winning zone (version 3) last:
+    # the long-term note was "User likes Python" before zone 3 (zone 2 left it unchanged).
+    notes = Note.objects.filter(tenant=tenant).order_by(
+        "end_user__external_id", "kind", "day", "version"
+    )
     assert [
         (n.end_user.external_id, n.kind, n.day, n.version, n.content, n.created_at) for n in notes
     ] == [
@@ -168,11 +171,12 @@ def test_a_good_store_lands_whole(tenant):
             "# 2026-02-10\n\n- Planned the Lisbon trip",
             at("09:12:01"),
         ),
+        ("telegram:4242", "long_term", None, 1, "User likes Python", at("09:02:02")),
         (
             "telegram:4242",
             "long_term",
             None,
-            1,
+            2,
             "User likes Python. Always use type hints.",
             at("09:12:01"),
         ),
@@ -192,7 +196,7 @@ def test_running_the_same_import_again_adds_nothing(tenant):
     assert output[-1] == "Imported 0 records; 1 skipped (listed above)."
     assert Session.objects.filter(tenant=tenant).count() == 2
     assert Message.objects.filter(tenant=tenant).count() == 15
-    assert Note.objects.filter(tenant=tenant).count() == 4
+    assert Note.objects.filter(tenant=tenant).count() == 5
     assert Summary.objects.filter(tenant=tenant).count() == 2
 
 
@@ -222,8 +226,6 @@ def test_a_truncated_line_and_entries_of_the_wrong_shape_are_skipped_the_rest_im
         "Unterminated string starting at (column 74).",
         "skipped entries at truncated.jsonl:5: `id` must be an integer, not a string.",
         "skipped entries at truncated.jsonl:6: `payload` must be an object, not an array.",
-        "skipped entries at truncated.jsonl:7: message role 'robot' is not one of system, "
-        "user, assistant, tool.",
         "skipped entries at truncated.jsonl:8: `results` must be an array, not a string.",
         "skipped entries at truncated.jsonl:10: not valid JSON, truncated or damaged: "
         "Unterminated string starting at (column 51).",
@@ -236,7 +238,12 @@ def test_a_truncated_line_and_entries_of_the_wrong_shape_are_skipped_the_rest_im
     ] == [
         (1, "user", "Can you book a table for two?"),
         (2, "assistant", "Booked for 8 pm at Casa Mia."),
-        (3, "user", "Thanks!"),
+        (3, "assistant", "beep"),  # role 'robot', kept in its metadata and reported
+        (4, "user", "Thanks!"),
+    ]
+    assert [line for line in output if line.startswith("changed ")] == [
+        "changed messages at truncated.jsonl:1: message 3: the role 'robot' is stored as "
+        "'assistant' (the original is in its metadata as source_role)."
     ]
 
 

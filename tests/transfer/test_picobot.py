@@ -290,19 +290,19 @@ def test_a_broken_snapshot_reports_each_bad_record_and_imports_the_rest(tenant):
     lines = run_import(path)
 
     assert lines == [
-        "messages: imported 0, already there 0, skipped 3",
+        "messages: imported 0, already there 0, skipped 2",
         "sessions: imported 3, already there 0, skipped 4",
         f"skipped messages at {path}:17: session 'json-bad-messages': conversation[1] content "
         "is null, not text.",
-        f"skipped messages at {path}:17: session 'json-bad-messages': conversation[2] is a "
-        "'Robot' message, not one of System, User, Assistant, Tool.",
         f"skipped messages at {path}:17: session 'json-bad-messages': conversation[3] "
         "tool_call_id is null, not text.",
         f"skipped sessions at {path}:34: user_id is a number, not text.",
         f"skipped sessions at {path}:49: not valid JSON: Expecting ',' delimiter.",
         f"skipped sessions at {path}:56: this session is text, not an object.",
         f"skipped sessions at {path}:57: created_at 'yesterday' is not an ISO 8601 time.",
-        "Imported 3 records; 7 skipped (listed above).",
+        f"changed messages at {path}:17: message 2: the role 'Robot' is stored as 'assistant' "
+        "(the original is in its metadata as source_role).",
+        "Imported 3 records; 6 skipped, 1 changed (listed above).",
     ]
     assert set(
         Session.objects.filter(tenant=tenant).values_list("metadata__picobot_session_id", flat=True)
@@ -310,7 +310,8 @@ def test_a_broken_snapshot_reports_each_bad_record_and_imports_the_rest(tenant):
     kept = session_by_source(tenant, "json-bad-messages")
     assert [(seq, content) for seq, _, content, *_ in transcript(kept)] == [
         (1, "Keep me."),
-        (2, "Kept too."),
+        (2, "Beep."),
+        (3, "Kept too."),
     ]
 
 
@@ -344,12 +345,10 @@ def test_a_damaged_database_reports_each_bad_row_and_imports_the_rest(tenant, tm
     lines = run_import(db)
 
     assert lines == [
-        "messages: imported 0, already there 0, skipped 4",
+        "messages: imported 0, already there 0, skipped 3",
         "sessions: imported 3, already there 0, skipped 2",
         "summaries: imported 0, already there 0, skipped 1",
         "user_memories: imported 1, already there 0, skipped 3",
-        f"skipped messages at {db}:messages:2: message_type 'robot' is not one of system, user, "
-        "assistant, tool.",
         f"skipped messages at {db}:messages:3: content is a blob, not text.",
         f"skipped messages at {db}:messages:4: created_at 'yesterday' is not an ISO 8601 time.",
         f"skipped sessions at {db}:sessions:2: state_json is not JSON: Expecting value.",
@@ -364,15 +363,18 @@ def test_a_damaged_database_reports_each_bad_row_and_imports_the_rest(tenant, tm
         f"skipped user_memories at {db}:user_memories:3: content is a blob, not text.",
         f"skipped messages at {db}:messages:7: 2 row(s) of session 'gone', which is not in the "
         "sessions table.",
-        "Imported 4 records; 10 skipped (listed above).",
+        f"changed messages at {db}:sessions:1: message 2: the role 'robot' is stored as "
+        "'assistant' (the original is in its metadata as source_role).",
+        "Imported 4 records; 9 skipped, 1 changed (listed above).",
     ]
     mixed = session_by_source(tenant, "mixed-1")
     assert [(seq, content) for seq, _, content, *_ in transcript(mixed)] == [
         (1, "Hello there."),
-        (2, "Hi! How can I help?"),
+        (2, "Beep."),
+        (3, "Hi! How can I help?"),
     ]
-    # It covered ten messages; two are left, so it covers those.
-    assert Summary.objects.get(session=mixed).through_seq == 2
+    # It covered ten messages; three are left, so it covers those.
+    assert Summary.objects.get(session=mixed).through_seq == 3
     empty = session_by_source(tenant, "no-messages")
     assert not Summary.objects.filter(session=empty).exists()
     assert session_by_source(tenant, "fine-2").message_count == 1

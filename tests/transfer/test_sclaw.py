@@ -141,10 +141,14 @@ def test_the_good_store_lands_whole(tenant: Tenant, good_store: Path) -> None:
         "category": "personal",
         "confidence": "high",
         "sclaw_source": "telegram:123456789:",
+        "sclaw_fact_id": "20250301T093004-0",  # sclaw's own id stays visible
     }
     assert alice.created_at == dt.datetime(2025, 3, 1, 9, 30, 4, 123456, tzinfo=UTC)
     lyon = facts["User lives in Lyon"]
-    assert (lyon.tags, lyon.metadata) == ([], {"sclaw_source": "telegram:123456789:"})
+    assert (lyon.tags, lyon.metadata) == (
+        [],
+        {"sclaw_source": "telegram:123456789:", "sclaw_fact_id": "20250301T093004-1"},
+    )
     standup = facts["Team standup is at 10:00"]
     assert (standup.end_user, standup.source_session_id) == (discord.end_user, discord.pk)
     assert standup.created_at == at("2025-03-02T08:00:04Z")  # +01:00 kept as the same instant
@@ -152,12 +156,16 @@ def test_the_good_store_lands_whole(tenant: Tenant, good_store: Path) -> None:
     assert (falcon.end_user, falcon.source_session_id, falcon.metadata) == (
         None,
         None,
-        {"category": "project"},
+        # What sclaw's extractor writes (an empty source): tenant-wide, sclaw's id kept.
+        {"category": "project", "sclaw_fact_id": "20250303T120000-0"},
     )
     # An old session UUID as the source names no person: tenant-wide, its source kept.
     french = facts["Prefers answers in French"]
     assert (french.end_user, french.source_session_id) == (None, None)
-    assert french.metadata == {"sclaw_source": "0195f1c2-7b7e-7c4a-9d1e-3f0a1b2c3d4e"}
+    assert french.metadata == {
+        "sclaw_source": "0195f1c2-7b7e-7c4a-9d1e-3f0a1b2c3d4e",
+        "sclaw_fact_id": "20250304T120000-0",
+    }
     assert set(EndUser.objects.filter(tenant=tenant).values_list("external_id", flat=True)) == {
         "telegram:123456789",
         "discord:998877665544",
@@ -248,12 +256,19 @@ def test_a_fact_with_broken_metadata_is_skipped_and_the_rest_imported(
         "Imported 2 records; 2 skipped (listed above).",
     ]
     assert list(Fact.objects.values_list("content", "metadata")) == [
-        ("User likes lentils", {"category": "preference", "sclaw_source": "telegram:42:"})
+        (
+            "User likes lentils",
+            {
+                "category": "preference",
+                "sclaw_source": "telegram:42:",
+                "sclaw_fact_id": "20250401T120002-2",
+            },
+        )
     ]
     assert Message.objects.count() == 2
 
 
-def test_a_message_with_an_unknown_role_is_skipped_and_its_session_kept(
+def test_a_message_with_an_unknown_role_is_kept_under_a_known_one_and_reported(
     tenant: Tenant, tmp_path: Path
 ) -> None:
     store = build_store(path=tmp_path / "memory.db", data_file="unknown_role.sql")
@@ -261,22 +276,23 @@ def test_a_message_with_an_unknown_role_is_skipped_and_its_session_kept(
     lines = import_memory(path=store, tenant=tenant)
 
     assert lines == [
-        "messages: imported 0, already there 0, skipped 1",
         "sessions: imported 1, already there 0, skipped 0",
-        "skipped messages at memory.db:messages:2: message 2 has an unknown role 'developer' "
-        "(sclaw writes assistant, system, tool, user).",
-        "Imported 1 records; 1 skipped (listed above).",
+        "changed messages at memory.db:messages:1: message 2: the role 'developer' is stored as "
+        "'system' (the original is in its metadata as source_role).",
+        "Imported 1 records; 0 skipped, 1 changed (listed above).",
     ]
     session = Session.objects.get()
-    # Numbered again without a gap; the summary covers what it covered (messages 1 and 3).
     assert [m[:3] for m in messages_of(session)] == [
         (1, "user", "Plan my week."),
-        (2, "assistant", "Mon: gym. Tue: read."),
-        (3, "user", "Add swimming on Wednesday."),
-        (4, "assistant", "Done: Wed: swimming."),
+        (2, "system", "Be terse."),
+        (3, "assistant", "Mon: gym. Tue: read."),
+        (4, "user", "Add swimming on Wednesday."),
+        (5, "assistant", "Done: Wed: swimming."),
     ]
-    assert Summary.objects.get().through_seq == 2
-    assert session.summarized_seq == 2
+    assert Message.objects.get(session=session, seq=2).metadata == {"source_role": "developer"}
+    # The summary covers what it covered (sclaw's messages 1 to 3).
+    assert Summary.objects.get().through_seq == 3
+    assert session.summarized_seq == 3
 
 
 def test_a_summary_for_a_session_without_messages_is_skipped(
@@ -331,27 +347,27 @@ def test_values_of_the_wrong_shape_are_skipped_row_by_row(tenant: Tenant, tmp_pa
 
     assert lines == [
         "facts: imported 1, already there 0, skipped 2",
-        "messages: imported 0, already there 0, skipped 5",
-        "sessions: imported 1, already there 0, skipped 1",
-        "summaries: imported 0, already there 0, skipped 1",
+        "messages: imported 0, already there 0, skipped 4",
+        "sessions: imported 2, already there 0, skipped 0",
         "skipped messages at memory.db:messages:2: message 2: tool_calls is not valid JSON: "
         "Expecting ':' delimiter: line 1 column 48 (char 47).",
         "skipped messages at memory.db:messages:3: message 3: created_at 'yesterday evening' "
         "is not an ISO-8601 timestamp.",
         "skipped messages at memory.db:messages:4: message 4: content is a blob, not text.",
         "skipped messages at memory.db:messages:5: seq 'five' is not an integer.",
-        "skipped messages at memory.db:messages:7: message 1 has an unknown role 'robot' "
-        "(sclaw writes assistant, system, tool, user).",
-        "skipped sessions at memory.db:messages:7: none of the 1 message(s) of 'cli:local:' "
-        "could be read (listed above).",
-        "skipped summaries at memory.db:summaries:1: its session 'cli:local:' was skipped.",
         "skipped facts at memory.db:facts:1: fact 20250402T190005-0: content is a blob, not text.",
         "skipped facts at memory.db:facts:2: fact 20250402T190005-1: created_at 'last tuesday' "
         "is not an ISO-8601 timestamp.",
-        "Imported 2 records; 9 skipped (listed above).",
+        # A role sclaw does not write is stored under one MemoryHub knows, never skipped.
+        "changed messages at memory.db:messages:7: message 1: the role 'robot' is stored as "
+        "'assistant' (the original is in its metadata as source_role).",
+        "Imported 3 records; 6 skipped, 1 changed (listed above).",
     ]
-    session = Session.objects.get()
-    assert session.external_key == "whatsapp:+4912345:"
+    robot = Session.objects.get(external_key="cli:local:")
+    assert [(m.role, m.metadata) for m in robot.messages.all()] == [
+        ("assistant", {"source_role": "robot"})
+    ]
+    session = Session.objects.get(external_key="whatsapp:+4912345:")
     assert [m[:3] for m in messages_of(session)] == [
         (1, "user", "Book a table for two."),
         (2, "assistant", "Booked for two at 20:00."),

@@ -107,8 +107,10 @@ def test_a_dry_run_counts_and_keeps_nothing(tenant):
 
 
 def test_a_bad_session_is_skipped_with_its_origin_and_the_rest_go_on(tenant):
-    bad = a_session("bad", origin=Origin("sessions.json", 7))
-    bad.messages = [ImportedMessage(role="robot", content="beep")]
+    bad = a_session("bad", origin=Origin("sessions.json", 7), summaries=[])
+    bad.messages = [
+        ImportedMessage(role="user", content="beep", created_at=T0.replace(tzinfo=None))
+    ]
     nul = a_session("nul", origin=Origin("x.jsonl", 9))
     nul.messages = [ImportedMessage(role="user", content="a\x00b")]
     early = a_session("early", summaries=[ImportedSummary("?", through_seq=99)])
@@ -127,7 +129,7 @@ def test_a_bad_session_is_skipped_with_its_origin_and_the_rest_go_on(tenant):
 
     assert dict(report.imported) == {"sessions": 1}
     reasons = {str(s.origin): s.reason for s in report.skipped}
-    assert reasons["sessions.json:7"] == "message 1 has an unknown role 'robot'."
+    assert reasons["sessions.json:7"] == "message 1 time has no UTC offset."
     assert reasons["x.jsonl:9"] == "message 1 contains a NUL character."
     assert "outside 1-3" in reasons["sessions.json:2"]
     assert reasons["t.md:3"] == "bad header"

@@ -18,40 +18,47 @@ What each part becomes in MemoryHub:
   is the newest time the session holds (creation, message headers, state `ts`).
 - kv.json's entries become the session's state, in file order: the store moves a key it sets
   again to the end, which is MemoryHub's FIFO order too. Values stay strings; the store's
-  `working_memory` key is MemoryHub's working memory key as well. `ts` only counts towards the
-  last activity (a state entry has no time of its own) and `cap` is not imported (MemoryHub's
-  own cap applies). If a key appears twice, which the store never writes, the later one wins, as
-  it does for the store's `kv_get`.
+  `working_memory` key is MemoryHub's working memory key as well. `ts` is the entry's
+  `updated_at`. `cap` is the store's FIFO cap: when the session brings more keys than its memory
+  policy's state cap, or the store's cap is larger, the session keeps a cap of its own (the sink,
+  reported), so the next new key does not evict what the import brought. If a key appears twice,
+  which the store never writes, the later one wins, as it does for the store's `kv_get`.
 - transcript.md's entries become the messages, seq 1, 2, ... in file order, with the header's
-  role and time; the text is trimmed as the store trims it when it reads the file back.
+  role and time; the text is trimmed as the store trims it when it reads the file back. A role
+  MemoryHub does not know is passed on: the sink stores it under a known one, keeping it in the
+  message's metadata, and reports it.
 - The store has no summaries, user memories, facts or notes.
 
 Timestamps are ISO 8601. The store writes UTC with a "Z"; an explicit offset is kept, and a time
 without one is taken as UTC. A session with no `created_at` gets the time in its UUIDv7 id.
 
 Unknown fields are ignored. Anything else that cannot be read is reported with its file and line,
-and a session comes in whole or not at all: a re-run skips the sessions it finds already
-imported, so a half-imported one could never be completed, while a skipped one comes in when its
-file is repaired and the import run again. So:
+and one record never keeps its conversation out. So:
 
 - A sessions.json entry that is not an object, has no UUID `id`, a field of the wrong type or a
   bad time, repeats an id, or names a directory that does not exist is skipped (its directory
   with it). If sessions.json stops being JSON, the entries before that point are imported and
   the directories of the rest are skipped, naming the line to repair.
-- A session whose kv.json is not JSON (cut off, say) or has an entry without a string key and
-  value, or whose transcript.md has a bad header (no " — ", a role MemoryHub does not know, a
-  time that is not ISO 8601) or text before its first header, is skipped, the reason naming its
-  first problems with their lines (up to four). Like the store, every line that starts with
-  "### " is a header: a message line that starts so cannot be told from a broken header. A
-  missing kv.json or transcript.md holds nothing to import and is not a problem.
+- A kv.json entry without a non-empty string key is a skipped "state" record; a value that is
+  not a string is kept as that JSON value, and a bad `ts` dates the entry at the import (both
+  reported as changed). A kv.json that stops being JSON (cut off, say) keeps the entries before
+  that point; the rest is reported.
+- A transcript line is a header only when it matches the store's `### {role} — {timestamp}`
+  pattern (one word, " — ", an ISO 8601 time), as the store's parser reads it: any other line
+  that starts with "### " (a Markdown heading in a reply) is message text. One that starts with
+  a role (a header written without " — ", or with a bad time) is text too, and reported. Text
+  before the first header becomes a system message dated as the first one (reported); bytes that
+  are not UTF-8 are replaced (reported). A missing kv.json or transcript.md holds nothing to
+  import and is not a problem.
 - A session directory that a readable (or absent) sessions.json does not list is imported all
   the same: no index will ever describe it. It has no agent id, the time of its UUIDv7 id and
   `{"in_session_index": false}` in its metadata. Anything else in sessions/ (not a directory
   named by a UUID) is reported; hidden files are ignored.
 
-Nothing is held longer than it must be: sessions.json and kv.json are decoded one entry at a
-time, and a transcript is read twice, once to check it and once, as the sink stores them, for
-its messages.
+A re-run adds what a transcript gained since (the sink matches messages already stored), never
+a message twice. Nothing is held longer than it must be: sessions.json and kv.json are decoded
+one entry at a time, and a transcript is read twice, once for its times and notes and once, as
+the sink stores them, for its messages.
 """
 
 from __future__ import annotations
@@ -67,8 +74,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from memoryhub.transfer.formats.base import parse_time
-from memoryhub.transfer.sink import RecordRejected
 from memoryhub.transfer.types import (
+    Changed,
     ImportedMessage,
     ImportedSession,
     ImportedStateEntry,
@@ -87,12 +94,13 @@ HEADER_PREFIX = "### "
 HEADER_SEPARATOR = " — "
 SESSION_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 KNOWN_ROLES = tuple(MessageRole.values)
-# Further problems of a skipped session named in its reason, beyond the first.
-PROBLEMS_LISTED_MAX = 3
 _JSON_WHITESPACE = re.compile(r"[ \t\r\n]*")
 _UNIX_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-# A session comes in whole or not at all, so every problem, of any file, is a skipped session.
+# What cannot be read of the index or the session directories is a skipped session; a bad kv
+# entry is a skipped "state" record and its session comes in all the same.
 SKIPPED_KIND = "sessions"
+# The role of text a transcript holds before its first header (the store writes none).
+PREAMBLE_ROLE = "system"
 
 
 @dataclass(frozen=True)
@@ -201,9 +209,12 @@ class _JsonStream:
         return _BrokenJson(line=line, reason=f"not valid JSON: {error.msg} (column {column}).")
 
 
-def _list_members(*, handle: IO[str], list_key: str) -> Iterator[tuple[int, Any]]:
+def _list_members(
+    *, handle: IO[str], list_key: str, fields: dict[str, Any] | None = None
+) -> Iterator[tuple[int, Any]]:
     """(line, member) for each member of the list under the top-level object's `list_key`;
-    raises _BrokenJson where the document stops making sense, after the members before it."""
+    raises _BrokenJson where the document stops making sense, after the members before it.
+    The top-level object's other fields go into `fields` (when given) as they are read."""
     stream = _JsonStream(handle=handle)
     stream.expect("{", what="a JSON object")
     if stream.take("}"):
@@ -215,35 +226,44 @@ def _list_members(*, handle: IO[str], list_key: str) -> Iterator[tuple[int, Any]
         stream.expect(":", what=f"':' after {key!r}")
         if key == list_key:
             stream.expect("[", what=f"a list under {list_key!r}")
-            if stream.take("]"):
-                return
-            while True:
-                stream.next_char()
-                yield stream.line, stream.value()
-                if stream.take("]"):
-                    return  # what follows the list holds nothing this reader uses
-                stream.expect(",", what="',' or ']' after a list member")
-        stream.value()  # a field this reader does not use
+            if not stream.take("]"):
+                while True:
+                    stream.next_char()
+                    yield stream.line, stream.value()
+                    if stream.take("]"):
+                        break
+                    stream.expect(",", what="',' or ']' after a list member")
+            if fields is None:
+                return  # what follows the list holds nothing this reader uses
+        else:
+            value = stream.value()
+            if fields is not None:
+                fields[key] = value
         if stream.take("}"):
             return
         stream.expect(",", what="',' or '}' after a field")
 
 
-def _json_list(*, file: Path, label: str, list_key: str) -> Iterator[tuple[Origin, Any] | Skipped]:
-    """The members of `file`'s `list_key` list with their origins; a Skipped, last, if the file
-    cannot be read to the end of that list."""
+def _json_list(
+    *,
+    file: Path,
+    label: str,
+    list_key: str,
+    fields: dict[str, Any] | None = None,
+    kind: str = SKIPPED_KIND,
+) -> Iterator[tuple[Origin, Any] | Skipped]:
+    """The members of `file`'s `list_key` list with their origins; a Skipped (of `kind`),
+    last, if the file cannot be read to the end of that list."""
     try:
         with file.open(encoding="utf-8") as handle:
-            for line, member in _list_members(handle=handle, list_key=list_key):
+            for line, member in _list_members(handle=handle, list_key=list_key, fields=fields):
                 yield Origin(label, line), member
     except _BrokenJson as broken:
-        yield Skipped(kind=SKIPPED_KIND, origin=Origin(label, broken.line), reason=broken.reason)
+        yield Skipped(kind=kind, origin=Origin(label, broken.line), reason=broken.reason)
     except UnicodeDecodeError:
-        yield Skipped(kind=SKIPPED_KIND, origin=Origin(label), reason="is not UTF-8 text.")
+        yield Skipped(kind=kind, origin=Origin(label), reason="is not UTF-8 text.")
     except OSError as error:
-        yield Skipped(
-            kind=SKIPPED_KIND, origin=Origin(label), reason=f"cannot be read: {error.strerror}."
-        )
+        yield Skipped(kind=kind, origin=Origin(label), reason=f"cannot be read: {error.strerror}.")
 
 
 # --- values --------------------------------------------------------------------------------------
@@ -320,160 +340,215 @@ def _listed_session(*, member: Any, origin: Origin) -> _ListedSession | Skipped:
 
 
 # --- kv.json -------------------------------------------------------------------------------------
-def _state(
-    *, file: Path, label: str
-) -> tuple[list[ImportedStateEntry], list[dt.datetime], list[Skipped]]:
-    """The state entries oldest first, their times, and what could not be read."""
+@dataclass
+class _KvStore:
+    entries: list[ImportedStateEntry]  # oldest first
+    cap: int | None
+    problems: list[Item]  # Skipped entries and Changed ones, for the report
+
+
+def _state(*, file: Path, label: str) -> _KvStore:
+    """The state entries oldest first, the store's cap, and what could not be read as it is:
+    one bad entry is reported and left out, never its session."""
+    found_cap: dict[str, Any] = {}
+    kv = _KvStore(entries=[], cap=None, problems=[])
     if not file.exists():
-        return [], [], []
+        return kv
     entries: dict[str, ImportedStateEntry] = {}  # in order; a key seen again moves to the end
-    times: list[dt.datetime] = []
-    problems: list[Skipped] = []
-    for found in _json_list(file=file, label=label, list_key="entries"):
+    for found in _json_list(
+        file=file, label=label, list_key="entries", fields=found_cap, kind="state"
+    ):
         if isinstance(found, Skipped):
-            problems.append(found)
+            kv.problems.append(
+                Skipped(
+                    kind="state",
+                    origin=found.origin,
+                    reason=f"{found.reason} The entries after this point cannot be read; "
+                    "those before it are imported.",
+                )
+            )
             continue
         origin, member = found
         if not isinstance(member, dict):
-            problems.append(
+            kv.problems.append(
                 Skipped(
-                    kind=SKIPPED_KIND,
+                    kind="state",
                     origin=origin,
                     reason=f"an entry is {_json_type(member)}, not an object.",
                 )
             )
             continue
-        reasons: list[str] = []
         key, value, stamp = member.get("key"), member.get("value"), member.get("ts")
         if not isinstance(key, str) or not key:
-            reasons.append(f"the key is {_json_type(key)}, not a non-empty string")
-        if not isinstance(value, str):
-            reasons.append(f"the value is {_json_type(value)}, not a string")
+            kv.problems.append(
+                Skipped(
+                    kind="state",
+                    origin=origin,
+                    reason=f"the key is {_json_type(key)}, not a non-empty string.",
+                )
+            )
+            continue
+        time = None
         if stamp is not None:
             time = parse_time(text=stamp) if isinstance(stamp, str) else None
             if time is None:
-                reasons.append(f"ts {_shown(stamp)} is not an ISO 8601 time")
-            else:
-                times.append(time)
-        if reasons:
-            problems.append(
-                Skipped(kind=SKIPPED_KIND, origin=origin, reason=f"{'; '.join(reasons)}.")
+                kv.problems.append(
+                    Changed(
+                        kind="state",
+                        origin=origin,
+                        change=f"{key!r}: ts {_shown(stamp)} is not an ISO 8601 time; the entry "
+                        "is kept, dated at the import.",
+                    )
+                )
+        if not isinstance(value, str):
+            kv.problems.append(
+                Changed(
+                    kind="state",
+                    origin=origin,
+                    change=f"{key!r}: the value is {_json_type(value)}, not a string (the store "
+                    "writes strings); kept as that JSON value.",
+                )
             )
-            continue
-        assert isinstance(key, str)
         entries.pop(key, None)
-        entries[key] = ImportedStateEntry(key=key, value=value)
-    return list(entries.values()), times, problems
+        entries[key] = ImportedStateEntry(key=key, value=value, updated_at=time)
+    cap = found_cap.get("cap")
+    kv.cap = cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None
+    kv.entries = list(entries.values())
+    return kv
 
 
 # --- transcript.md -------------------------------------------------------------------------------
-def _header(*, line: str) -> tuple[str, dt.datetime] | str:
-    """A header line's role and time, or why it is not a header MemoryHub can import."""
+def _header(*, line: str) -> tuple[str, dt.datetime] | None:
+    """A header line's role and time, as the store's `### {role} — {timestamp}` pattern reads
+    it; None for any other line, which is message text (a Markdown heading in a reply)."""
     role, separator, stamp = line.removeprefix(HEADER_PREFIX).partition(HEADER_SEPARATOR)
-    if not separator:
-        return f"the header {_shown(line)} has no {HEADER_SEPARATOR!r} between role and time."
-    role, stamp = role.strip(), stamp.strip()
-    if role not in KNOWN_ROLES:
-        return (
-            f"the header {_shown(line)} has the role {role!r}; MemoryHub knows "
-            f"{', '.join(KNOWN_ROLES)}."
-        )
+    role = role.strip()
+    if not separator or not role or any(char.isspace() for char in role):
+        return None
     time = parse_time(text=stamp)
     if time is None:
-        return f"the header {_shown(line)} has {stamp!r}, which is not an ISO 8601 time."
+        return None
     return role, time
 
 
-def _transcript(*, file: Path, label: str) -> Iterator[_TranscriptEntry | Skipped]:
-    """The entries of transcript.md and its problems, in file order, one entry held at a time."""
+def _looks_like_header(*, line: str) -> bool:
+    """A "### " text line that starts with a role, so may be a header the store wrote wrongly
+    (a missing " — ", a bad time): read as text like any heading, but said in the report. A
+    heading such as "### Step 1 — install" is text and nothing more."""
+    words = line.removeprefix(HEADER_PREFIX).split(maxsplit=1)
+    return bool(words) and words[0].lower() in KNOWN_ROLES
+
+
+def _transcript(*, file: Path, label: str) -> Iterator[_TranscriptEntry | Changed]:
+    """The entries of transcript.md, in file order, one entry held at a time, and what was read
+    otherwise than written (Changed): nothing in it is left out."""
     if not file.exists():
         return
     current: tuple[int, str, dt.datetime] | None = None  # line, role, time
     body: list[str] = []
-    # Lines that belong to no entry: before the first header, or under a broken one (reported).
-    stray_reported = False
+    preamble: list[str] = []  # text before the first header
+    preamble_line = 0
     try:
         with file.open("rb") as handle:
             for number, raw in enumerate(handle, start=1):
+                # As Rust's str::lines(), which the store reads with: "\n" or "\r\n" ends a line.
+                raw_line = raw.removesuffix(b"\n").removesuffix(b"\r")
                 try:
-                    # As Rust's str::lines(), which the store reads with: "\n" or "\r\n" ends
-                    # a line.
-                    line = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
+                    line = raw_line.decode("utf-8")
                 except UnicodeDecodeError:
-                    yield Skipped(
-                        kind=SKIPPED_KIND, origin=Origin(label, number), reason="is not UTF-8 text."
+                    line = raw_line.decode("utf-8", errors="replace")
+                    yield Changed(
+                        kind="messages",
+                        origin=Origin(label, number),
+                        change="is not UTF-8 text; kept with its bad bytes replaced by U+FFFD.",
                     )
-                    continue
-                if line.startswith(HEADER_PREFIX):
+                parsed = _header(line=line) if line.startswith(HEADER_PREFIX) else None
+                if parsed is not None:
                     if current is not None:
                         yield _TranscriptEntry(*current, content="\n".join(body).strip())
-                    current, body, stray_reported = None, [], True
-                    parsed = _header(line=line)
-                    if isinstance(parsed, str):
-                        yield Skipped(
-                            kind=SKIPPED_KIND, origin=Origin(label, number), reason=parsed
+                    elif "\n".join(preamble).strip():
+                        yield Changed(
+                            kind="messages",
+                            origin=Origin(label, preamble_line),
+                            change=f"text before the first '{HEADER_PREFIX}{{role}}"
+                            f"{HEADER_SEPARATOR}{{timestamp}}' header belongs to no message; "
+                            "kept as a system message dated as the first one.",
                         )
-                    else:
-                        current = (number, *parsed)
-                elif current is not None:
-                    body.append(line)
-                elif line.strip() and not stray_reported:
-                    stray_reported = True
-                    yield Skipped(
-                        kind=SKIPPED_KIND,
+                        yield _TranscriptEntry(
+                            line=preamble_line,
+                            role=PREAMBLE_ROLE,
+                            created_at=parsed[1],
+                            content="\n".join(preamble).strip(),
+                        )
+                    current, body = (number, *parsed), []
+                    continue
+                if line.startswith(HEADER_PREFIX) and _looks_like_header(line=line):
+                    yield Changed(
+                        kind="messages",
                         origin=Origin(label, number),
-                        reason=f"text before the first '{HEADER_PREFIX}{{role}}{HEADER_SEPARATOR}"
-                        "{timestamp}' header belongs to no message.",
+                        change=f"{_shown(line)} does not match the store's header pattern "
+                        f"'{HEADER_PREFIX}{{role}}{HEADER_SEPARATOR}{{ISO 8601 time}}': read as "
+                        "text of the message it is in, as the store reads it.",
                     )
+                if current is not None:
+                    body.append(line)
+                else:
+                    preamble_line = preamble_line or number
+                    preamble.append(line)
     except OSError as error:
-        yield Skipped(
-            kind=SKIPPED_KIND, origin=Origin(label), reason=f"cannot be read: {error.strerror}."
+        yield Changed(
+            kind="messages",
+            origin=Origin(label),
+            change=f"cannot be read to its end: {error.strerror}; the messages before are kept.",
         )
-        return
     if current is not None:
         yield _TranscriptEntry(*current, content="\n".join(body).strip())
+    elif "\n".join(preamble).strip():
+        yield Changed(
+            kind="messages",
+            origin=Origin(label, preamble_line),
+            change="the transcript has no header; its text is kept as one system message.",
+        )
+        yield _TranscriptEntry(
+            line=preamble_line,
+            role=PREAMBLE_ROLE,
+            created_at=dt.datetime.fromtimestamp(file.stat().st_mtime, tz=dt.UTC),
+            content="\n".join(preamble).strip(),
+        )
 
 
 def _check_transcript(
     *, file: Path, label: str
-) -> tuple[dt.datetime | None, dt.datetime | None, list[Skipped]]:
-    """The transcript's earliest and latest times, and its problems (contents are not kept)."""
+) -> tuple[dt.datetime | None, dt.datetime | None, list[Changed]]:
+    """The transcript's earliest and latest times, and what it reads otherwise than written
+    (contents are not kept)."""
     earliest: dt.datetime | None = None
     latest: dt.datetime | None = None
-    problems: list[Skipped] = []
+    notes: list[Changed] = []
     for found in _transcript(file=file, label=label):
-        if isinstance(found, Skipped):
-            problems.append(found)
+        if isinstance(found, Changed):
+            notes.append(found)
             continue
         earliest = found.created_at if earliest is None else min(earliest, found.created_at)
         latest = found.created_at if latest is None else max(latest, found.created_at)
-    return earliest, latest, problems
+    return earliest, latest, notes
 
 
 def _messages(*, file: Path, label: str) -> Iterator[ImportedMessage]:
-    """The transcript's messages, read as the sink stores them (checked before, by
-    _check_transcript; a file that changed since is refused rather than half imported)."""
+    """The transcript's messages, read again as the sink stores them. A role MemoryHub does
+    not know is passed on as it is: the sink stores it under a known one, keeping it."""
     for found in _transcript(file=file, label=label):
-        if isinstance(found, Skipped):
-            raise RecordRejected(f"{found.origin}: {found.reason} (changed during the import)")
+        if isinstance(found, Changed):
+            continue
         yield ImportedMessage(
             role=found.role,
             content=found.content,
             created_at=found.created_at,
+            metadata={"basic_session": {"preamble": True}} if found.role == PREAMBLE_ROLE else {},
         )
 
 
 # --- a session -----------------------------------------------------------------------------------
-def _session_skipped(problems: list[Skipped]) -> Skipped:
-    first, *others = problems
-    reason = first.reason
-    if others:
-        listed = "; ".join(f"{p.origin}: {p.reason}" for p in others[:PROBLEMS_LISTED_MAX])
-        unlisted = len(others) - PROBLEMS_LISTED_MAX
-        reason += f" Also {listed}" + (f"; and {unlisted} more." if unlisted > 0 else "")
-    return Skipped(kind=SKIPPED_KIND, origin=first.origin, reason=reason)
-
-
 def _session(
     *,
     memory_dir: Path,
@@ -483,21 +558,22 @@ def _session(
     agent_id: str,
     created_at: dt.datetime | None,
     metadata: dict[str, Any],
-) -> ImportedSession | Skipped:
+) -> Iterator[Item]:
+    """The session, after what of its files is reported (a bad kv entry, a line read otherwise
+    than written): one record never keeps its conversation out."""
     directory = memory_dir / "sessions" / session_id
     files_label = f"{label}/sessions/{session_id}"
-    state, state_times, state_problems = _state(
-        file=directory / "kv.json", label=f"{files_label}/kv.json"
-    )
+    kv = _state(file=directory / "kv.json", label=f"{files_label}/kv.json")
     transcript, transcript_label = directory / "transcript.md", f"{files_label}/transcript.md"
-    first_message_at, last_message_at, transcript_problems = _check_transcript(
+    first_message_at, last_message_at, notes = _check_transcript(
         file=transcript, label=transcript_label
     )
-    if state_problems or transcript_problems:
-        return _session_skipped(state_problems + transcript_problems)
+    yield from kv.problems
+    yield from notes
     created_at = created_at or _uuid7_time(session_id) or first_message_at
+    state_times = [entry.updated_at for entry in kv.entries if entry.updated_at is not None]
     times = [t for t in (created_at, last_message_at, *state_times) if t is not None]
-    return ImportedSession(
+    yield ImportedSession(
         source_id=session_id.lower(),
         origin=origin,
         user_id=None,
@@ -506,7 +582,8 @@ def _session(
         metadata=metadata,
         created_at=created_at,
         last_active_at=max(times) if times else None,
-        state=state,
+        state=kv.entries,
+        state_cap=kv.cap,
         messages=_messages(file=transcript, label=transcript_label),
     )
 
@@ -572,7 +649,7 @@ def read(path: Path) -> Iterator[Item]:
                     "state or transcript to import.",
                 )
                 continue
-            yield _session(
+            yield from _session(
                 memory_dir=memory_dir,
                 label=label,
                 session_id=entry.session_id,
@@ -616,7 +693,7 @@ def _unlisted(
                 f"{index_broken_at} and import again.",
             )
         else:
-            yield _session(
+            yield from _session(
                 memory_dir=memory_dir,
                 label=label,
                 session_id=name,

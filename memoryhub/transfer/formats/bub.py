@@ -29,10 +29,14 @@ What each part becomes:
   nothing to summarise, and only the state is kept).
 - Memory: a zone is a `memory/open` anchor, the entries after it, and the `memory/seal` anchor
   with the same `state.version`. As in bub, the sealed zone with the highest version wins (of
-  equal versions the later one); its `memory.long_term` event becomes the long-term note and
-  each `memory.daily` event the note of its `date` (source ids `<tape name>:note:long_term`,
-  `<tape name>:note:daily:<date>`), each one version dated by its `updated_at`. Empty contents
-  are not notes.
+  equal versions the later one); every sealed zone is a version of the notes it changed, ranked
+  as bub ranks them, so the winning zone's text is each note's current version. A zone's
+  `memory.long_term` event is a version of the long-term note, each `memory.daily` event one of
+  the note of its `date` (source ids `<tape name>:note:long_term`,
+  `<tape name>:note:daily:<date>`), dated by its `updated_at`; a zone that rewrote a note
+  unchanged adds no version. A daily note the winning zone no longer holds (bub's `prune()`)
+  ends with an empty version, as a cleared note does in MemoryHub. A note that was only ever
+  empty is no note.
 
 Timestamps: ISO strings with an offset are kept; naive ones are taken as UTC. bub's entries carry
 no time of their own, so a message's time is its entry's `date` when it has one, else the latest
@@ -41,12 +45,10 @@ session's start. A session starts at the first time recorded in it and was last 
 last; a session with no recorded time at all gets the import time.
 
 Not imported, and why:
-- Superseded zones (lower versions): bub itself ignores them; they are older snapshots of the
-  memory the winning zone holds, so nothing bub would show is lost. Not reported.
 - `meta` of each entry: bookkeeping of the bot's runtime (run ids, usage), not memory.
 Everything else left out is reported as a skipped line:
 - A zone that is never sealed, a seal without its open, a memory event outside any zone, and a
-  malformed memory event in the winning zone: bub would not read them; each is a skipped `notes`
+  malformed memory event in a sealed zone: bub would not read them; each is a skipped `notes`
   line with its file:line.
 - `event` entries other than memory ones (runtime telemetry such as loop steps or commands):
   not memory and not conversation; one skipped `events` line per tape counts them and names them.
@@ -54,8 +56,9 @@ Everything else left out is reported as a skipped line:
   kinds such as `error`): a skipped `entries` line with file:line and why; the rest of the
   session is imported.
 
-A re-run adds nothing: a session, a note are found by their source id. A tape that grew since
-the last import therefore keeps its already imported session and notes as they were.
+A re-run finds a session, a note by its source id and adds only what the tape gained since: new
+messages at the end of a session, new note versions from new zones (the sink matches what is
+already stored), never anything twice.
 
 The reader streams: a first pass over the file keeps only the current session's counters, its
 handoff states and the memory zones' text; each session's messages are read again from the
@@ -96,7 +99,6 @@ DAILY_EVENT = "memory.daily"
 HANDOFF_STATE_PREFIX = "anchor:"
 HANDOFF_SUMMARY_MODEL = "bub handoff"
 CONVERSATION_KINDS = frozenset({"message", "system", "tool_call", "tool_result"})
-MESSAGE_ROLES = ("system", "user", "assistant", "tool")
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 RUNTIME_EVENT_NAMES_SHOWN = 5
 # bub names a tape file `<md5 of the workspace path>__<url-quoted tape name>.jsonl`.
@@ -174,7 +176,7 @@ def _read_tape(*, tape_path: Path) -> Iterator[Item]:
     draft: _SessionDraft | None = None
     conversation = _Conversation(start_time=None)
     open_zone: _Zone | None = None
-    winning_zone: _Zone | None = None
+    sealed_zones: list[_Zone] = []  # in seal order
     runtime_events = _RuntimeEvents()
     end_of_file = 0
 
@@ -228,8 +230,7 @@ def _read_tape(*, tape_path: Path) -> Iterator[Item]:
                         ),
                     )
                 else:
-                    if winning_zone is None or open_zone.version >= winning_zone.version:
-                        winning_zone = open_zone
+                    sealed_zones.append(open_zone)
                     open_zone = None
             else:
                 if len(HANDOFF_STATE_PREFIX + name) > STATE_KEY_MAX_LENGTH:
@@ -304,9 +305,10 @@ def _read_tape(*, tape_path: Path) -> Iterator[Item]:
                 f"({', '.join(runtime_events.names)}{more}) are not memory; not imported."
             ),
         )
-    if winning_zone is not None:
-        yield from winning_zone.problems
-        yield from _notes(zone=winning_zone, tape_name=tape_name, file_label=file_label)
+    for zone in sealed_zones:
+        yield from zone.problems
+    if sealed_zones:
+        yield from _notes(zones=sealed_zones, tape_name=tape_name, file_label=file_label)
 
 
 def _tape_lines(
@@ -480,25 +482,43 @@ def _keep_memory_event(*, zone: _Zone, name: str, entry: _Entry, origin: Origin)
         )
 
 
-def _notes(*, zone: _Zone, tape_name: str, file_label: str) -> Iterator[ImportedNote]:
-    origin = Origin(file_label, zone.open_line)
-    if zone.long_term is not None and zone.long_term.content:
+def _notes(*, zones: list[_Zone], tape_name: str, file_label: str) -> Iterator[ImportedNote]:
+    """Each note with its history: one version per sealed zone that changed it, in the order
+    bub ranks zones (version, then the later seal), the winning zone's last. A daily note the
+    winning zone no longer holds (bub's `prune()` dropped it) ends with an empty version, as a
+    cleared note does in MemoryHub: its history is kept, and nothing shows it as current."""
+    ranked = sorted(zones, key=lambda zone: zone.version)  # stable: of equals, the later seal
+    winner = ranked[-1]
+    texts = [text for text in (winner.long_term, *winner.dailies.values()) if text is not None]
+    winner_time = max((t.updated_at for t in texts if t.updated_at is not None), default=None)
+    histories: dict[dt.date | None, list[ImportedNoteVersion]] = {}
+    for zone in ranked:
+        for day, text in ((None, zone.long_term), *zone.dailies.items()):
+            if text is None:
+                continue
+            history = histories.setdefault(day, [])
+            if history and history[-1].content == text.content:
+                continue  # the zone rewrote the note unchanged
+            if not history and not text.content:
+                continue  # nothing yet: an empty note is no note
+            history.append(ImportedNoteVersion(text.content, text.updated_at))
+    for day, history in histories.items():
+        held = winner.long_term if day is None else winner.dailies.get(day)
+        if held is None and history and history[-1].content:
+            history.append(ImportedNoteVersion("", winner_time))
+    origin = Origin(file_label, winner.open_line)
+    for day in sorted(histories, key=lambda d: (d is not None, d or dt.date.min)):
+        if not histories[day]:
+            continue
         yield ImportedNote(
-            source_id=f"{tape_name}:note:long_term",
+            source_id=f"{tape_name}:note:long_term"
+            if day is None
+            else f"{tape_name}:note:daily:{day.isoformat()}",
             origin=origin,
             user_id=tape_name,
-            day=None,
-            versions=[ImportedNoteVersion(zone.long_term.content, zone.long_term.updated_at)],
+            day=day,
+            versions=histories[day],
         )
-    for day, text in sorted(zone.dailies.items()):
-        if text.content:
-            yield ImportedNote(
-                source_id=f"{tape_name}:note:daily:{day.isoformat()}",
-                origin=origin,
-                user_id=tape_name,
-                day=day,
-                versions=[ImportedNoteVersion(text.content, text.updated_at)],
-            )
 
 
 def _session(*, tape_path: Path, tape_name: str, draft: _SessionDraft) -> ImportedSession:
@@ -593,8 +613,10 @@ class _Conversation:
         self, *, payload: dict[str, Any], metadata: dict[str, Any]
     ) -> ImportedMessage:
         role = payload.get("role")
-        if role not in MESSAGE_ROLES:
-            raise Unreadable(f"message role {role!r} is not one of {', '.join(MESSAGE_ROLES)}.")
+        if not isinstance(role, str) or not role:
+            raise Unreadable(f"message role {role!r} is not a non-empty string.")
+        # A role MemoryHub does not know is passed on as it is: the sink stores it under one
+        # it knows, the original in the message's metadata, and the report says so.
         content = payload.get("content")
         if isinstance(content, list):
             texts, omitted = _text_parts(content)

@@ -251,7 +251,9 @@ def _session_item(
             if child_record["type"] == "state":
                 state.append(
                     ImportedStateEntry(
-                        key=_get(child_record, "key", str), value=child_record.get("value")
+                        key=_get(child_record, "key", str),
+                        value=child_record.get("value"),
+                        updated_at=_time(child_record.get("updated_at"), field="updated_at"),
                     )
                 )
             else:
@@ -297,7 +299,9 @@ def _session_item(
         metadata=_get(record, "metadata", dict, {}),
         created_at=_time(record.get("created_at"), field="created_at"),
         last_active_at=_time(record.get("last_active_at"), field="last_active_at"),
+        pinned=_get(record, "pinned", bool, False),
         state=state,
+        state_cap=_get(record, "state_cap", int, None),
         summaries=summaries,
         messages=messages(),
         exported_id=session_id,

@@ -27,7 +27,12 @@ What each source field becomes
 ``content``, ``tool_call_id`` and ``created_at`` are kept. ``token_estimate`` is not imported:
 MemoryHub counts tokens with its own tokenizer so that context budgets add up. The snapshot's
 entries are serde-tagged (``{"User": {"content": …}}``, ``{"Tool": {"tool_call_id": …,
-"content": …}}``) and carry no time: they take the session's ``created_at``.
+"content": …}}``) and carry no time: they take the session's ``created_at``. An ``Assistant``
+entry's ``tool_calls`` (``[{"id", "name", "arguments"}]``, or already OpenAI's shape) become the
+message's tool calls in OpenAI's shape; calls of any other shape are kept as they are in
+``metadata.picobot_tool_calls`` and reported. A role PicoBot does not write (a ``message_type``
+or variant other than system/user/assistant/tool) is passed on: the sink stores it under a role
+MemoryHub knows, keeping the original in the message metadata, and reports it.
 
 ``session_summaries`` -> the session's Summary: ``summary`` is its text, ``updated_at`` (when this
 text was written) its time, and it covers the first ``message_count`` messages (PicoBot
@@ -54,10 +59,13 @@ or expired on purpose.
 Not imported: other tables (``schedules``, ``schedule_executions``), unknown columns and fields
 (ignored), ``token_estimate``. Nothing is dropped silently: a record that does not match
 PicoBot's schema (a missing table column, JSON that does not parse or ends early, a wrong type,
-an unknown role, a memory key breaking the key rules) is a Skipped with ``file:line`` for the
+a memory key breaking the key rules) is a Skipped with ``file:line`` for the
 snapshot or ``file:table:rowid`` for the database and the reason. A broken session is skipped
 whole; one bad message row is skipped alone and the rest of its conversation kept, in order. The
-limits MemoryHub itself sets (content size, NUL characters) are the sink's to check.
+limits MemoryHub itself sets (content size, NUL characters) are the sink's to check: a memory
+over the API's 8 KiB is kept whole up to the import limit, cut with a marker beyond. A re-run
+appends the messages a session gained, and a memory whose content changed since (newer
+``updated_at``) gets a new version (the sink).
 
 Streaming: the snapshot is scanned in chunks, holding one session's JSON at a time; the
 database is read through cursors, one session's messages at a time, inside one read
@@ -83,6 +91,7 @@ from facts_app.models import (
 )
 from memoryhub.transfer.formats.base import Unreadable, required_time, skipped
 from memoryhub.transfer.types import (
+    Changed,
     ImportedMemory,
     ImportedMessage,
     ImportedSession,
@@ -97,6 +106,8 @@ DATABASE_NAME = "conversations.db"  # PicoBot's `data/conversations.db`
 DATABASE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 SQLITE_HEADER = b"SQLite format 3\x00"
 ROLES = ("system", "user", "assistant", "tool")  # PicoBot's CHECK on messages.message_type
+# Where an assistant message keeps tool calls of a shape MemoryHub cannot carry as tool_calls.
+RAW_TOOL_CALLS_KEY = "picobot_tool_calls"
 SNAPSHOT_ROLES = {"System": "system", "User": "user", "Assistant": "assistant", "Tool": "tool"}
 
 # PicoBot's columns, by table; others are ignored. Only `sessions` must exist: a store from
@@ -351,8 +362,6 @@ class _Database:
             origin = self.origin(table="messages", row_id=row["row_id"])
             try:
                 role = _text(row["message_type"], what="message_type")
-                if role not in ROLES:
-                    raise Unreadable(f"message_type {role!r} is not one of {', '.join(ROLES)}.")
                 if isinstance(row["seq_order"], bool) or not isinstance(row["seq_order"], int):
                     raise Unreadable(
                         f"seq_order is {_type_name(row['seq_order'])}, not an integer."
@@ -655,24 +664,73 @@ class _SnapshotScanner:
             yield _Problem(1, 'no "sessions" list in this snapshot.')
 
 
+def _openai_tool_call(call: object) -> dict[str, Any] | None:
+    """A tool call in OpenAI's shape, from that shape or PicoBot's flat `{"id", "name",
+    "arguments"}`; None for anything else."""
+    if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+        return None
+    function = call.get("function")
+    if isinstance(function, dict):
+        name, arguments = function.get("name"), function.get("arguments")
+    else:
+        name, arguments = call.get("name"), call.get("arguments")
+    if not isinstance(name, str) or not name:
+        return None
+    return {
+        "id": call["id"],
+        "type": "function",
+        "function": {
+            "name": name,
+            # OpenAI carries arguments as JSON text; a store may keep the JSON value itself.
+            "arguments": arguments
+            if isinstance(arguments, str)
+            else json.dumps({} if arguments is None else arguments, separators=(",", ":")),
+        },
+    }
+
+
+def _snapshot_tool_calls(
+    *, fields: dict[str, Any]
+) -> tuple[list[dict[str, Any]] | None, dict[str, Any]]:
+    """An assistant entry's `tool_calls`: in OpenAI's shape, kept on the message; calls of
+    another shape are kept as they are in its metadata (`picobot_tool_calls`, which the report
+    names). Never dropped."""
+    raw = fields.get("tool_calls")
+    if raw is None or raw == []:
+        return None, {}
+    calls = raw if isinstance(raw, list) else [raw]
+    converted = [_openai_tool_call(call) for call in calls]
+    if all(call is not None for call in converted):
+        return [call for call in converted if call is not None], {}
+    return None, {RAW_TOOL_CALLS_KEY: raw}
+
+
 def _snapshot_message(*, entry: object, index: int, created_at: dt.datetime) -> ImportedMessage:
     where = f"conversation[{index}]"
     if not isinstance(entry, dict) or len(entry) != 1:
         raise Unreadable(f'{where} is not a one-key object like {{"User": {{"content": ...}}}}.')
     ((variant, fields),) = entry.items()
-    if variant not in SNAPSHOT_ROLES:
-        raise Unreadable(
-            f"{where} is a {variant!r} message, not one of {', '.join(SNAPSHOT_ROLES)}."
-        )
     if not isinstance(fields, dict):
         raise Unreadable(f"{where}: {variant} holds {_type_name(fields)}, not an object.")
     tool_call_id = ""
+    tool_calls: list[dict[str, Any]] | None = None
+    metadata: dict[str, Any] = {}
     if variant == "Tool":
         tool_call_id = _text(fields.get("tool_call_id"), what=f"{where} tool_call_id")
+    elif variant == "Assistant":
+        tool_calls, metadata = _snapshot_tool_calls(fields=fields)
+    content = fields.get("content")
     return ImportedMessage(
-        role=SNAPSHOT_ROLES[variant],
-        content=_text(fields.get("content"), what=f"{where} content"),
+        # Another variant is passed on as it is: the sink stores it under a role MemoryHub
+        # knows, the original in the message's metadata, and the report says so.
+        role=SNAPSHOT_ROLES.get(str(variant), str(variant)),
+        # An assistant turn that only calls tools may carry no text.
+        content=""
+        if content is None and (tool_calls or metadata)
+        else _text(content, what=f"{where} content"),
         tool_call_id=tool_call_id,
+        tool_calls=tool_calls,
+        metadata=metadata,
         created_at=created_at,
     )
 
@@ -708,10 +766,22 @@ def _snapshot_session(*, record: object, origin: Origin) -> list[Item]:
     for index, entry in enumerate(conversation):
         try:
             # Dated here, not left to the sink, which would date them at the import.
-            messages.append(_snapshot_message(entry=entry, index=index, created_at=created_at))
+            message = _snapshot_message(entry=entry, index=index, created_at=created_at)
         except Unreadable as error:
             reason = f"session {session_id!r}: {error}"
             items.append(Skipped(kind="messages", origin=origin, reason=reason))
+            continue
+        messages.append(message)
+        if RAW_TOOL_CALLS_KEY in message.metadata:
+            items.append(
+                Changed(
+                    kind="messages",
+                    origin=origin,
+                    change=f"session {session_id!r}: conversation[{index}]'s tool_calls are "
+                    "neither {id, name, arguments} nor OpenAI's shape; kept as they are in the "
+                    f"message metadata ({RAW_TOOL_CALLS_KEY}).",
+                )
+            )
     session.messages = messages
     items.append(session)
     return items

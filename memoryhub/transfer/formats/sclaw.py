@@ -38,7 +38,11 @@ RFC 3339 with nanoseconds from Go). An offset is kept; a string without one is t
 Not imported: `facts_fts` and its triggers (MemoryHub indexes facts itself), `schema_version`
 (the reader looks at the columns it needs instead), and columns it does not know (ignored).
 
-Nothing is dropped silently: a row it cannot read (unknown role, text that is not text, broken
+A role sclaw does not write is passed on: the sink stores it under a role MemoryHub knows,
+keeping the original in the message metadata, and reports it. Each fact keeps sclaw's id as
+`metadata.sclaw_fact_id`.
+
+Nothing is dropped silently: a row it cannot read (text that is not text, broken
 JSON, a timestamp that is not one) is reported as skipped with `<store>:<table>:<rowid>` and why,
 and the rest goes on - a bad message leaves its session otherwise whole; a session none of whose
 messages can be read, a summary whose session has no messages, a table without a column it
@@ -69,8 +73,6 @@ from memoryhub.transfer.types import (
 STORE_FILE_NAME = "memory.db"
 AGENTS_DIRECTORY_NAME = "agents"
 SUMMARY_MODEL = "sclaw"
-# sclaw's provider.MessageRole values, which are also MemoryHub's.
-SCLAW_ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 # The columns each table must have, and the ones an older or trimmed store may lack, with the
 # value sclaw's schema gives them by default.
@@ -388,11 +390,10 @@ def message_from_row(*, row: tuple[Any, ...]) -> ImportedMessage:
     _rowid, seq, role, content, name, tool_id, tool_calls, is_error, created_at = row
     if not isinstance(seq, int):
         raise Unreadable(f"seq {seq!r} is not an integer.")
-    if role not in SCLAW_ROLES:
-        raise Unreadable(
-            f"message {seq} has an unknown role {role!r} (sclaw writes "
-            f"{', '.join(sorted(SCLAW_ROLES))})."
-        )
+    if not isinstance(role, str) or not role:
+        raise Unreadable(f"message {seq}: role is {type_name(value=role)}, not text.")
+    # A role sclaw does not write is passed on as it is: the sink stores it under a role
+    # MemoryHub knows, the original in the message's metadata, and the report says so.
     for what, value in (("content", content), ("name", name), ("tool_id", tool_id)):
         if not isinstance(value, str):
             raise Unreadable(f"message {seq}: {what} is {type_name(value=value)}, not text.")
@@ -518,6 +519,8 @@ def fact_from_row(*, row: tuple[Any, ...], store: SclawStore, origin: Origin) ->
         raise Unreadable(f"fact {fact_id}: metadata is not a JSON object.")
     if source:
         metadata.setdefault("sclaw_source", source)
+    # sclaw's own id, for whoever looks a fact up by it (its Delete takes it).
+    metadata.setdefault("sclaw_fact_id", fact_id)
     persistence_key = parse_persistence_key(key=source) if source else None
     return ImportedFact(
         source_id=store.source_id(kind="fact", identity=fact_id),

@@ -1,4 +1,5 @@
-"""`manage.py import_memory PATH --tenant SLUG [--format F] [--dry-run]`."""
+"""`manage.py import_memory PATH --tenant SLUG [--format F] [--dry-run]
+[--retention extend|pin|proceed]`."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memoryhub.accounts.models import Tenant
+from memoryhub.accounts.models import Actor, Tenant
 from memoryhub.transfer.formats import ALIASES, FORMATS, format_name, reader_for
+from memoryhub.transfer.retention import (
+    RetentionChoice,
+    retention_choice_apply,
+    retention_survey,
+)
 from memoryhub.transfer.runner import import_items
 from memoryhub.transfer.types import Item
 
@@ -22,7 +28,8 @@ class Command(BaseCommand):
         "SQLite database; bub: a tape .jsonl; sclaw: an sclaw memory.db; the old names seed000, "
         "seed001, seed003 and seed004 still work). Each session is its own transaction; a bad "
         "record is reported with its file and line and the rest goes on; running the same import "
-        "again adds nothing."
+        "again adds only what the store gained since. Before writing, it says what falls outside "
+        "the tenant's retention windows; if anything does, choose with --retention."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -36,6 +43,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--dry-run", action="store_true", help="Check and count; keep nothing.")
         parser.add_argument("--no-progress", action="store_true", help="No progress bar.")
+        parser.add_argument(
+            "--retention",
+            choices=RetentionChoice.values,
+            help="What to do with imported items older than the tenant's retention windows: "
+            "extend the policy (keep forever), pin what is imported, or proceed (the next "
+            "retention run removes them). Required when the input holds such items.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         path: Path = options["path"]
@@ -45,6 +59,26 @@ class Command(BaseCommand):
         if tenant is None:
             raise CommandError(f"No such tenant: {options['tenant']}")
         reader = reader_for(options["format"])
+        source = format_name(options["format"])
+        # Read once for times only, and say it before anything is written.
+        survey = retention_survey(tenant=tenant, source=source, items=reader(path))
+        if survey.outside:
+            for line in survey.lines():
+                self.stdout.write(self.style.WARNING(line))
+        choice = options["retention"]
+        if survey.outside and choice is None:
+            choices = "; ".join(f"{c.value}: {c.label}" for c in RetentionChoice)
+            if not options["dry_run"]:
+                raise CommandError(f"Nothing imported. Choose with --retention ({choices}).")
+            self.stdout.write(f"Choose with --retention when importing ({choices}).")
+        elif survey.outside and not options["dry_run"]:
+            for line in retention_choice_apply(
+                tenant=tenant,
+                survey=survey,
+                choice=RetentionChoice(choice),
+                actor=Actor.command("import_memory"),
+            ):
+                self.stdout.write(line)
         with tqdm(
             unit=" records", desc="importing", disable=options["no_progress"], file=sys.stderr
         ) as bar:
@@ -55,16 +89,21 @@ class Command(BaseCommand):
             report = import_items(
                 tenant=tenant,
                 # Under its own name, so that a re-run under an old alias adds nothing.
-                source=format_name(options["format"]),
+                source=source,
                 items=reader(path),
                 dry_run=options["dry_run"],
+                pin=survey.outside and choice == RetentionChoice.PIN,
                 progress=progress,
             )
         for line in report.lines():
             self.stdout.write(line)
         verb = "Dry run: would import" if report.dry_run else "Imported"
         total = sum(report.imported.values())
-        style = self.style.WARNING if report.skipped else self.style.SUCCESS
+        style = self.style.WARNING if report.skipped or report.changed else self.style.SUCCESS
         self.stdout.write(
-            style(f"{verb} {total} records; {len(report.skipped)} skipped (listed above).")
+            style(
+                f"{verb} {total} records; {len(report.skipped)} skipped"
+                + (f", {len(report.changed)} changed" if report.changed else "")
+                + " (listed above)."
+            )
         )
