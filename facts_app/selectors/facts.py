@@ -104,11 +104,18 @@ class FactSearchResult:
 
 
 def fact_candidates(
-    *, tenant: Tenant, filters: FactFilters, end_user_id: int | None = None
+    *,
+    tenant: Tenant,
+    filters: FactFilters,
+    end_user_id: int | None = None,
+    tenant_wide: bool = False,
 ) -> list[FactCandidate] | None:
     """Every fact of one person that `filters` allow (the person: `filters.user_id`, or
     `end_user_id`), newest first, with what ranking needs; None when there are more than
     MAX_CANDIDATES (the caller then searches in the database). One query.
+
+    `tenant_wide` adds the facts of no person (with `end_user_id` None: those alone); the
+    caller ranks each owner's apart (`candidates_rank` ranks one owner's at a time).
 
     The statement is the ORM's (so every filter is fact_list_for_tenant's), but its rows are
     read from the cursor as the database sends them: Django's per-row conversions (JSON tags,
@@ -116,7 +123,10 @@ def fact_candidates(
     when it builds an index.
     """
     facts = fact_list_for_tenant(tenant=tenant, filters=filters)
-    if end_user_id is not None:
+    if tenant_wide:
+        owner = Q(end_user__isnull=True)
+        facts = facts.filter(owner if end_user_id is None else owner | Q(end_user_id=end_user_id))
+    elif end_user_id is not None:
         facts = facts.filter(end_user_id=end_user_id)
     embedder = get_embedder()
     if embedder is not None:
@@ -298,14 +308,14 @@ def fact_recall_for_person(
 def fact_search_for_person(
     *,
     tenant_id: int,
-    end_user_id: int,
+    end_user_id: int | None,
     query: str,
     top_k: int = 10,
     ranker: FullTextRanker = FACT_RANKER,
 ) -> list[FactHit]:
-    """The `top_k` current facts of one person most relevant to `query`, best first: what
-    `fact_search` finds with `FactFilters(user_id=<that person's id>)`, as id, content and
-    score only. Raises EmptySearchQuery.
+    """The `top_k` current facts of one person (None: the tenant-wide facts, of no person) most
+    relevant to `query`, best first: what `fact_search` finds with `FactFilters(user_id=<that
+    person's id>)`, as id, content and score only. Raises EmptySearchQuery.
 
     One query, written as SQL around the ranker's match and score: this runs before nearly
     every model call a bot makes, where `fact_search` builds its statement through the ORM
@@ -315,12 +325,14 @@ def fact_search_for_person(
     connection = connections[router.db_for_read(Fact)]
     rank = ranker.sql(query=query, model=Fact, connection=connection)
     now = connection.ops.adapt_datetimefield_value(timezone.now())
+    owner = "IS NULL" if end_user_id is None else "= %s"
+    owner_params = [] if end_user_id is None else [end_user_id]
     # What fact_list_for_tenant filters by default (not superseded, not expired), then the
     # ranker's match, in FullTextRanker.rank's order.
     sql = f"""
         SELECT "facts_app_fact"."id", {rank.score} AS "score", "facts_app_fact"."content"
         FROM "facts_app_fact"
-        WHERE "facts_app_fact"."tenant_id" = %s AND "facts_app_fact"."end_user_id" = %s
+        WHERE "facts_app_fact"."tenant_id" = %s AND "facts_app_fact"."end_user_id" {owner}
           AND "facts_app_fact"."superseded_by_id" IS NULL
           AND ("facts_app_fact"."valid_until" IS NULL OR "facts_app_fact"."valid_until" > %s)
           AND {rank.match}
@@ -329,10 +341,68 @@ def fact_search_for_person(
     """  # noqa: S608 (the fragments are the ranker's fixed SQL; user text goes in as parameters)
     with connection.cursor() as cursor:
         cursor.execute(
-            sql, [*rank.score_params, tenant_id, end_user_id, now, *rank.match_params, top_k]
+            sql, [*rank.score_params, tenant_id, *owner_params, now, *rank.match_params, top_k]
         )
         rows = cursor.fetchall()
     return [
         FactHit(id=fact_id, content=content, score=float(score or 0))
         for fact_id, score, content in rows
     ]
+
+
+@dataclass(frozen=True)
+class ContextFacts:
+    personal: list[FactHit]
+    tenant_wide: list[FactHit]
+
+
+def fact_recall_for_context(
+    *, tenant: Tenant, end_user_id: int | None, query: str, top_k: int = 10
+) -> ContextFacts:
+    """The `top_k` current facts of the person (none without one) and the `top_k` tenant-wide
+    ones (of no person) most relevant to `query`, each best first, ranked apart as
+    `fact_recall_for_person` ranks a person's: their scores come from different indexes and do
+    not compare. One query for both once their indexes are cached. Raises EmptySearchQuery."""
+    owners: list[int | None] = [None] if end_user_id is None else [end_user_id, None]
+    if recall_supported(query):
+        candidates = fact_candidates(
+            tenant=tenant, filters=FactFilters(), end_user_id=end_user_id, tenant_wide=True
+        )
+        if candidates is not None:
+            hits: dict[int | None, list[FactHit]] = {}
+            for owner in owners:
+                mine = [candidate for candidate in candidates if candidate.end_user_id == owner]
+                if not mine:
+                    # Nothing left of the owner (all deleted, or erased): nothing to keep either.
+                    index_discard(tenant_id=tenant.pk, end_user_id=owner, filters_key=FactFilters())
+                    hits[owner] = []
+                    continue
+                found = candidates_rank(
+                    tenant_id=tenant.pk,
+                    filters_key=FactFilters(),
+                    candidates=mine,
+                    query=query,
+                    top_k=top_k,
+                )
+                hits[owner] = [
+                    FactHit(
+                        id=ranked.candidate.id,
+                        content=ranked.candidate.content,
+                        score=ranked.hit.score,
+                    )
+                    for ranked in found.hits
+                ]
+            return ContextFacts(
+                personal=[] if end_user_id is None else hits[end_user_id], tenant_wide=hits[None]
+            )
+    # Too many candidates (or a query the engine cannot read): the database ranks each owner's.
+    found_by_owner = {
+        owner: fact_search_for_person(
+            tenant_id=tenant.pk, end_user_id=owner, query=query, top_k=top_k
+        )
+        for owner in owners
+    }
+    return ContextFacts(
+        personal=[] if end_user_id is None else found_by_owner[end_user_id],
+        tenant_wide=found_by_owner[None],
+    )

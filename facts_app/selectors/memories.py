@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import connections, router
 from django.db.models import Q, QuerySet
@@ -35,40 +35,47 @@ class MemoryRow:
 class MemoryLists:
     tenant_wide: list[MemoryRow]
     personal: list[MemoryRow]
+    # The keys past the limit, in the same order: the context reports them as left out.
+    tenant_wide_cut: list[str] = field(default_factory=list)
+    personal_cut: list[str] = field(default_factory=list)
 
 
 # The first `limit` memories of each owner (tenant-wide: end_user_id NULL, and the person), in
 # memory_list's order, in one statement: a row number per owner does the cut, so each list is
-# still capped on its own. Written as SQL, not the ORM: this runs before nearly every model call
-# a bot makes, and building it through the ORM (a window, a filter on it) cost ~2 ms of Python
-# per call against ~0.1 ms in the database.
+# still capped on its own. Past the cut only the key is sent (the context names every memory it
+# leaves out); the window reads those rows anyway. Written as SQL, not the ORM: this runs before
+# nearly every model call a bot makes, and building it through the ORM (a window, a filter on
+# it) cost ~2 ms of Python per call against ~0.1 ms in the database.
 _CONTEXT_MEMORIES_SQL = """
-SELECT "end_user_id", "key", "content", "pinned" FROM (
+SELECT "end_user_id", "key", CASE WHEN "place" <= %s THEN "content" END, "pinned", "place"
+FROM (
   SELECT "end_user_id", "key", "content", "pinned",
          ROW_NUMBER() OVER (PARTITION BY "end_user_id" ORDER BY "pinned" DESC, "key") AS "place"
   FROM "facts_app_usermemory"
   WHERE "tenant_id" = %s AND ("end_user_id" IS NULL OR "end_user_id" = %s)
     AND ("expires_at" IS NULL OR "expires_at" > %s)
 ) AS "ranked"
-WHERE "place" <= %s
 ORDER BY "pinned" DESC, "key"
 """
 
 
 def memory_lists_for_context(*, tenant_id: int, end_user_id: int | None, limit: int) -> MemoryLists:
     """The first `limit` of `memory_list(end_user=None)` and of `memory_list(end_user=...)`
-    (empty without a person), in the same order, unexpired only: one query instead of two."""
-    if limit <= 0:
-        return MemoryLists(tenant_wide=[], personal=[])
+    (empty without a person), in the same order, unexpired only, and the keys of the rest:
+    one query instead of two."""
+    limit = max(limit, 0)
     connection = connections[router.db_for_read(UserMemory)]
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     with connection.cursor() as cursor:
         # end_user_id = NULL matches nothing, so a session without a person gets the
         # tenant-wide list alone.
-        cursor.execute(_CONTEXT_MEMORIES_SQL, [tenant_id, end_user_id, now, limit])
+        cursor.execute(_CONTEXT_MEMORIES_SQL, [limit, tenant_id, end_user_id, now])
         rows = cursor.fetchall()
     lists = MemoryLists(tenant_wide=[], personal=[])
-    for owner_id, key, content, pinned in rows:
+    for owner_id, key, content, pinned, place in rows:
+        if place > limit:
+            (lists.tenant_wide_cut if owner_id is None else lists.personal_cut).append(key)
+            continue
         target = lists.tenant_wide if owner_id is None else lists.personal
         target.append(MemoryRow(key=key, content=content, pinned=bool(pinned)))
     return lists

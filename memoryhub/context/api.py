@@ -20,6 +20,8 @@ from sessions_app.api.views import NOT_FOUND, SESSION_ID_PARAMETER
 
 MAX_TOKENS_RANGE = (200, 200_000)
 MAX_MESSAGES_RANGE = (0, 500)
+MAX_FACTS_RANGE = (0, 100)
+FACTS_MAX_TOKENS_RANGE = (0, MAX_TOKENS_RANGE[1])
 
 
 class ContextQuerySerializer(serializers.Serializer[Any]):
@@ -30,6 +32,25 @@ class ContextQuerySerializer(serializers.Serializer[Any]):
         required=False, min_value=MAX_MESSAGES_RANGE[0], max_value=MAX_MESSAGES_RANGE[1]
     )
     max_memories = serializers.IntegerField(required=False, min_value=0, max_value=500)
+    max_facts = serializers.IntegerField(
+        required=False,
+        min_value=MAX_FACTS_RANGE[0],
+        max_value=MAX_FACTS_RANGE[1],
+        help_text=(
+            "How many of the best matching facts are considered (seed 004's MaxFacts): the "
+            "person's first, then the tenant-wide ones. Default 10; 0: no facts."
+        ),
+    )
+    facts_max_tokens = serializers.IntegerField(
+        required=False,
+        min_value=FACTS_MAX_TOKENS_RANGE[0],
+        max_value=FACTS_MAX_TOKENS_RANGE[1],
+        help_text=(
+            "The facts section's own share of max_tokens, its title included (seed 004's "
+            "MaxTokens): facts are added in rank order while they fit. Default: no share of "
+            "its own, only max_tokens."
+        ),
+    )
     query = StrictCharField(
         required=False,
         allow_blank=True,
@@ -77,13 +98,16 @@ class SessionContextView(TenantScopedAPIView):
         summary="The context for the session's next model call, within a token budget",
         description=(
             "Tenant-wide and personal memories, the facts relevant to `query` (or to the latest "
-            "user message), notes (long-term, today, the last 7 days), relevant history (the "
-            "person's earlier turns that match, from other sessions and this one's older part, "
-            "dated, the best with their neighbours, within the policy's share), the summary "
-            "when older history is left out, and the most recent messages verbatim. Each "
-            "section reports what it included, what it dropped and why, and its tokens (the "
-            "`history` section only when there were candidates). Defaults come from the "
-            "tenant's memory policy (4000 tokens, 20 messages, 50 memories, 1500 history tokens)."
+            "user message; the person's first, then the tenant-wide ones, under `## Relevant "
+            "Memory` as seed 004 injects them), notes (long-term, today, the last 7 days), "
+            "relevant history (the person's earlier turns that match, from other sessions and "
+            "this one's older part, dated, the best with their neighbours, within the policy's "
+            "share), the summary when older history is left out, and the most recent messages "
+            "verbatim, cut only between whole exchanges (a tool call is never without its "
+            "results, nor a result without its call, in either format). Each section reports "
+            "what it included, what it dropped and why, and its tokens (the `history` section "
+            "only when there were candidates). Defaults come from the tenant's memory policy "
+            "(4000 tokens, 20 messages, 50 memories, 1500 history tokens); 10 facts."
         ),
         parameters=[SESSION_ID_PARAMETER, ContextQuerySerializer],
         responses={200: ContextOutputSerializer, 404: NOT_FOUND},
@@ -98,6 +122,8 @@ class SessionContextView(TenantScopedAPIView):
             max_tokens=params.get("max_tokens"),
             max_messages=params.get("max_messages"),
             max_memories=params.get("max_memories"),
+            max_facts=params.get("max_facts"),
+            facts_max_tokens=params.get("facts_max_tokens"),
             query=params.get("query", ""),
         )
         context = built.context

@@ -5,15 +5,24 @@ Priority: who claims the budget first
     0. The frame: the `<memory>` wrapper and the usage hints. If even that does not fit, nothing
        does and the result is empty.
     1. Messages, newest first: they are the conversation. Only the newest `max_messages` are
-       considered (older ones: "max_messages"). The walk stops at the first message that does not
-       fit, and it and everything older is dropped ("budget"): the transcript never has holes.
+       considered (older ones: "max_messages"). They are taken a whole exchange at a time: a
+       message with tool calls and the tool results answering it are shown together or not at
+       all, so neither format ever holds a result without its call nor a call without its
+       results (OpenAI-compatible APIs refuse both). Results whose call is older than the window
+       go with it ("max_messages"); a call not (yet) fully answered, and a result that does not
+       follow its call, are left out ("incomplete tool exchange"). The walk stops at the first
+       exchange that does not fit, and it and everything older is dropped ("budget"): the
+       transcript never has holes (but for incomplete exchanges).
     2. The summary, only when history was cut: `earlier_messages_exist`, or a message was dropped
-       in step 1 (otherwise: "history not truncated"). If it does not fit, it may displace the
-       oldest included messages ("displaced by summary"), never the newest one; if it still would
-       not fit, it is dropped ("budget") and no message is displaced.
+       in step 1 for max_messages or the budget (otherwise: "history not truncated"). If it does
+       not fit, it may displace the oldest included exchanges ("displaced by summary"), never the
+       newest one; if it still would not fit, it is dropped ("budget") and nothing is displaced.
     3. Memories: tenant-wide ones (pinned first), then the user's pinned ones, then the rest of the
-       user's. Each of the two lists is capped at `max_memories` ("max_memories").
-    4. Facts, in the rank order given. A duplicate id is dropped ("duplicate").
+       user's. Each of the two lists is capped at `max_memories` ("max_memories"), and the keys
+       the gather already cut there are reported alike.
+    4. Facts, in the rank order given (the person's, then the tenant-wide ones), the first
+       `max_facts` of them ("max_facts"), within the section's own share `facts_max_tokens` when
+       there is one (seed 004's MaxFacts and MaxTokens). A duplicate id is dropped ("duplicate").
     5. Notes: the long-term note, today's note, then recent notes newest first. A recent note
        dated today, in the future, more than 7 days back or undated is dropped ("outside recent
        window").
@@ -41,7 +50,8 @@ Budget accounting: what is counted is what is rendered
     grows by, and as the budget is given back in the reverse order of claims, what is left is
     still the exact count of the blocks left. Real tokenizers are not exactly additive, so
     at the end both renderings are counted for real, and while either is over
-    `max_tokens` the most recently claimed item is dropped ("budget"). Hence, always:
+    `max_tokens` the most recently claimed item (a message: with its exchange) is dropped
+    ("budget"). Hence, always:
         count_tokens(render_markdown(ctx)) <= max_tokens
         messages_token_count(render_messages(ctx), count_tokens) <= max_tokens
         ctx.total_tokens == sum of the sections' tokens <= max_tokens
@@ -88,6 +98,8 @@ __all__ = [
     "DUPLICATE",
     "EMPTY",
     "HIT_NOT_SHOWN",
+    "INCOMPLETE_EXCHANGE",
+    "MAX_FACTS",
     "MAX_MEMORIES",
     "MAX_MESSAGES",
     "NOT_TRUNCATED",
@@ -109,6 +121,8 @@ DUPLICATE = "duplicate"
 EMPTY = "empty"
 OUTSIDE_WINDOW = "outside recent window"
 HIT_NOT_SHOWN = "hit not shown"
+MAX_FACTS = "max_facts"
+INCOMPLETE_EXCHANGE = "incomplete tool exchange"
 
 RECENT_NOTE_DAYS = 7
 # No token of a real tokenizer is longer than this (o200k_base: 128 bytes), so a piece longer than
@@ -167,6 +181,8 @@ class _Assembler:
             for name in SECTION_ORDER
         }
         self.claims: list[tuple[_Section, _Entry]] = []  # in the order the budget was claimed
+        # An included message's label -> the labels of its exchange (one list per exchange).
+        self.exchange_of: dict[str, list[str]] = {}
         # The history turns shown by (session, seq), to find a turn's block without a sort.
         self.history_places: dict[tuple[str, int], HistoryTurn] = {}
         self.history_pieces: dict[tuple[int, ...], str] = {}
@@ -178,19 +194,24 @@ class _Assembler:
 
     # -- bookkeeping -------------------------------------------------------------------------
 
-    def _room(self, section: _Section) -> int:
-        return self.max_tokens - self.used - (0 if section.entries else section.header_charge)
+    def _room(self, section: _Section, share: int | None = None) -> int:
+        """What the section's next item may cost: what is left of the budget, and of the
+        section's own share of it when it has one (its header included in both)."""
+        room = self.max_tokens - self.used
+        if share is not None:
+            room = min(room, share - section.tokens)
+        return room - (0 if section.entries else section.header_charge)
 
-    def _hopeless(self, section: _Section, piece: str) -> bool:
+    def _hopeless(self, section: _Section, piece: str, share: int | None = None) -> bool:
         """True when `piece` certainly cannot fit, decided without counting it."""
-        room = self._room(section)
+        room = self._room(section, share)
         return room <= 0 or len(piece) > MAX_CHARS_PER_TOKEN * room
 
     def _cost(self, section: _Section, charge: int) -> int:
         return charge + (0 if section.entries else section.header_charge)
 
-    def _fits(self, section: _Section, charge: int) -> bool:
-        return self.used + self._cost(section, charge) <= self.max_tokens
+    def _fits(self, section: _Section, charge: int, share: int | None = None) -> bool:
+        return charge <= self._room(section, share)
 
     def _add(self, section: _Section, label: str, charge: int, item: Item) -> None:
         self.used += self._cost(section, charge)
@@ -210,13 +231,16 @@ class _Assembler:
             section.dropped = [d for d in section.dropped if d[0] != LONG_TERM_TAIL_LABEL]
         section.dropped.append((entry.label, reason))
 
-    def _offer(self, section: _Section, label: str, piece: str, item: Item) -> bool:
-        """Add a shared-block item whole if it fits; otherwise drop it for the budget."""
-        if self._hopeless(section, piece):  # once the budget is spent, nothing more is counted
+    def _offer(
+        self, section: _Section, label: str, piece: str, item: Item, share: int | None = None
+    ) -> bool:
+        """Add an item whole if it fits (the budget, and the section's share when it has one);
+        otherwise drop it for the budget."""
+        if self._hopeless(section, piece, share):  # once spent, nothing more is counted
             self._drop(section, label, BUDGET)
             return False
         charge = self.count(piece)
-        if self._fits(section, charge):
+        if self._fits(section, charge, share):
             self._add(section, label, charge, item)
             return True
         self._drop(section, label, BUDGET)
@@ -225,32 +249,54 @@ class _Assembler:
     # -- the steps ---------------------------------------------------------------------------
 
     def messages(self) -> bool:
-        """Newest first until max_messages or the budget; returns whether history was cut."""
+        """Newest first, a whole exchange at a time, until max_messages or the budget; returns
+        whether history was cut."""
         section = self.sections["messages"]
         messages = list(self.inputs.messages)
         start = max(len(messages) - max(self.budget.max_messages, 0), 0)
         candidates, over_limit = messages[start:], messages[:start]
-        truncated = bool(over_limit) or self.inputs.earlier_messages_exist
+        earlier = bool(over_limit) or self.inputs.earlier_messages_exist
         stopped = False
-        for message in reversed(candidates):
-            label = f"message:{message.seq}"
-            line = render.transcript_line(message)
-            if stopped or self._hopeless(section, line):
-                stopped = True
-                self._drop(section, label, BUDGET)
+        for block, reason in reversed(_exchanges(candidates, earlier=earlier)):
+            labels = [f"message:{message.seq}" for message in block]
+            if reason is not None:
+                for label in reversed(labels):
+                    self._drop(section, label, reason)
                 continue
-            charge = max(
-                self.count(line),
-                count_message_tokens(render.message_dict(message), self.count),
-            )
-            if self._fits(section, charge):
-                self._add(section, label, charge, message)
-            else:
+            charges = None if stopped else self._exchange_charges(section, block)
+            if charges is None:
                 stopped = True
-                self._drop(section, label, BUDGET)
+                for label in reversed(labels):
+                    self._drop(section, label, BUDGET)
+                continue
+            # Claimed newest first, like single messages, so the oldest claim is given back first.
+            for label, charge, message in reversed(list(zip(labels, charges, block, strict=True))):
+                self._add(section, label, charge, message)
+                self.exchange_of[label] = labels
         for message in reversed(over_limit):
             self._drop(section, f"message:{message.seq}", MAX_MESSAGES)
-        return truncated or stopped
+        return earlier or stopped
+
+    def _exchange_charges(self, section: _Section, block: list[MessageItem]) -> list[int] | None:
+        """What each message of an exchange is charged, or None when the exchange cannot fit
+        (decided without counting once the budget is spent)."""
+        lines = [render.transcript_line(message) for message in block]
+        room = self._room(section)
+        if room <= 0 or sum(map(len, lines)) > MAX_CHARS_PER_TOKEN * room:
+            return None
+        charges = [
+            max(self.count(line), count_message_tokens(render.message_dict(message), self.count))
+            for message, line in zip(block, lines, strict=True)
+        ]
+        return charges if sum(charges) <= room else None
+
+    def _remove_exchange(self, entry: _Entry, reason: str) -> None:
+        """Remove an included message with the rest of its exchange (a tool call is never shown
+        without its results, nor a result without its call)."""
+        section = self.sections["messages"]
+        labels = self.exchange_of.get(entry.label, [entry.label])
+        for other in [e for e in section.entries if e.label in labels]:
+            self._remove(section, other, reason)
 
     def summary(self, *, truncated: bool) -> None:
         summary = self.inputs.summary
@@ -271,16 +317,25 @@ class _Assembler:
         if self._fits(section, charge):
             self._add(section, "summary", charge, summary)
             return
-        # Make room by displacing the oldest included messages, but never the newest one.
+        # Make room by displacing the oldest included exchanges, but never the newest one.
         messages = self.sections["messages"]
         shortfall = self.used + self._cost(section, charge) - self.max_tokens
+        exchanges: list[list[_Entry]] = []  # newest first, like the entries
+        for entry in messages.entries:
+            if (
+                exchanges
+                and self.exchange_of[entry.label] is self.exchange_of[exchanges[-1][0].label]
+            ):
+                exchanges[-1].append(entry)
+            else:
+                exchanges.append([entry])
         victims: list[_Entry] = []
         freed = 0
-        for entry in reversed(messages.entries[1:]):  # entries are newest first
+        for exchange in reversed(exchanges[1:]):
             if freed >= shortfall:
                 break
-            victims.append(entry)
-            freed += entry.charge
+            victims.extend(reversed(exchange))  # oldest first, as reported
+            freed += sum(entry.charge for entry in exchange)
         if freed < shortfall:
             self._drop(section, "summary", BUDGET)
             return
@@ -306,9 +361,19 @@ class _Assembler:
                     self._drop(section, label, EMPTY)
                 else:
                     self._offer(section, label, render.memory_piece(memory), memory)
+        # Past max_memories already where they were read: only their keys came along.
+        for prefix, keys in (
+            ("tenant_memory", self.inputs.tenant_memory_keys_cut),
+            ("memory", self.inputs.user_memory_keys_cut),
+        ):
+            for key in keys:
+                self._drop(section, f"{prefix}:{key}", MAX_MEMORIES)
 
     def facts(self) -> None:
         section = self.sections["facts"]
+        limit = max(self.budget.max_facts, 0)
+        share = self.budget.facts_max_tokens
+        share = None if share is None else max(share, 0)
         seen: set[int] = set()
         for fact in self.inputs.facts:
             label = f"fact:{fact.id}"
@@ -316,10 +381,12 @@ class _Assembler:
                 self._drop(section, label, DUPLICATE)
                 continue
             seen.add(fact.id)
-            if not fact.content.strip():
+            if len(seen) > limit:
+                self._drop(section, label, MAX_FACTS)
+            elif not fact.content.strip():
                 self._drop(section, label, EMPTY)
             else:
-                self._offer(section, label, render.fact_piece(fact), fact)
+                self._offer(section, label, render.fact_piece(fact), fact, share)
 
     def notes(self) -> None:
         self._long_term_note()
@@ -562,7 +629,53 @@ class _Assembler:
 
     def drop_last_claim(self) -> None:
         section, entry = self.claims[-1]
-        self._remove(section, entry, BUDGET)
+        if section.name == "messages":
+            self._remove_exchange(entry, BUDGET)
+        else:
+            self._remove(section, entry, BUDGET)
+
+
+def _exchanges(
+    messages: list[MessageItem], *, earlier: bool
+) -> list[tuple[list[MessageItem], str | None]]:
+    """The messages (oldest first) as the units they are shown or left out in, oldest first,
+    each with why it must be left out (None: it may be shown).
+
+    A message with `tool_calls` and the tool results right after it that answer it are one
+    exchange, shown whole only when every call is answered: an OpenAI-compatible API refuses a
+    call without its results and a result without its call. So a call still waiting for its
+    results (or never answered), and a result that does not follow its call, are left out
+    ("incomplete tool exchange"); results at the start whose call is older than the window
+    were cut with it ("max_messages"). Every other message is a unit of its own."""
+    units: list[tuple[list[MessageItem], str | None]] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        if message.tool_calls:
+            ids = [
+                call.get("id") if isinstance(call, dict) else None for call in message.tool_calls
+            ]
+            # Its results are the tool messages right after it, one per call, in any order.
+            answered: set[str] = set()
+            end = index + 1
+            while end < len(messages) and messages[end].role == "tool":
+                call_id = messages[end].tool_call_id
+                if call_id not in ids or call_id in answered:
+                    break
+                answered.add(call_id)
+                end += 1
+            whole = len(answered) == len(ids) and all(ids)
+            units.append((messages[index:end], None if whole else INCOMPLETE_EXCHANGE))
+            index = end
+        elif message.role == "tool":
+            # At the very start, its call is older than the window when there is anything older.
+            first = all(unit[0][0].role == "tool" for unit in units)
+            units.append(([message], MAX_MESSAGES if earlier and first else INCOMPLETE_EXCHANGE))
+            index += 1
+        else:
+            units.append(([message], None))
+            index += 1
+    return units
 
 
 def assemble_context(

@@ -1,8 +1,9 @@
 """Gather what a session's context may contain (the impure half; assemble.py is the pure half).
 
 Every read is bounded by the budget, not by the history: the last `max_messages` messages, at
-most `max_memories` memories of each kind, the top facts, 8 days of notes, and as many
-relevant earlier turns as the history share could show.
+most `max_memories` memories of each kind (and the keys of the rest, to report them), the top
+`max_facts` facts of the person and of the tenant, 8 days of notes, and as many relevant
+earlier turns as the history share could show.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from facts_app.selectors.facts import fact_recall_for_person
+from facts_app.selectors.facts import fact_recall_for_context
 from facts_app.selectors.memories import memory_lists_for_context
 from facts_app.selectors.notes import note_recall_for_context
 from memoryhub.accounts.models import EndUser, Tenant
@@ -32,7 +33,6 @@ from sessions_app.models import Message, MessageRole
 from sessions_app.recall import message_recall, speaker_of
 from sessions_app.selectors import SessionForContext, message_tail_for_context
 
-FACTS_TOP_K = 10
 RECENT_NOTE_DAYS = 7
 # Relevant history: as many hits as its share could show (a turn averages ~41 tokens, some are
 # much shorter), and neighbours for the best few only: per token, hits alone recall more
@@ -46,10 +46,12 @@ def context_inputs_for_session(
     *, tenant: Tenant, found: SessionForContext, budget: Budget, query: str, today: dt.date
 ) -> ContextInputs:
     """The inputs of assemble_context for one session (from `session_get_for_context`, which
-    also brought its current summary). `query` picks the facts; without it the latest user
+    also brought its current summary). `query` picks the facts, the person's and the
+    tenant-wide ones (a session without a person gets these alone); without it the latest user
     message does (seed 004's injection).
 
-    Four queries: the last messages, the memories (both lists), the fact search, the notes;
+    Four queries: the last messages, the memories (both lists), the fact search (both
+    owners), the notes;
     with a history share (`budget.max_history_tokens`), the recall adds its version read and,
     when something matched, the hit rows and their neighbours (and, when the person's cached
     index is missing or stale beyond new appends, its rebuild)."""
@@ -81,10 +83,16 @@ def context_inputs_for_session(
         MemoryItem(key=row.key, content=row.content, pinned=row.pinned, tenant_wide=True)
         for row in memories.tenant_wide
     ]
+    search_text = query or next(
+        (m.content for m in reversed(messages) if m.role == MessageRole.USER), ""
+    )
+    facts = _facts(tenant=tenant, end_user_id=end_user_id, query=search_text, budget=budget)
     if end_user_id is None:
         return ContextInputs(
             today=today,
             tenant_memories=tenant_memories,
+            tenant_memory_keys_cut=memories.tenant_wide_cut,
+            facts=facts,
             summary=summary,
             messages=messages,
             earlier_messages_exist=tail.has_more,
@@ -93,18 +101,6 @@ def context_inputs_for_session(
     user_memories = [
         MemoryItem(key=row.key, content=row.content, pinned=row.pinned) for row in memories.personal
     ]
-    search_text = query or next(
-        (m.content for m in reversed(messages) if m.role == MessageRole.USER), ""
-    )
-    facts: list[FactItem] = []
-    if search_text:
-        try:
-            hits = fact_recall_for_person(
-                tenant=tenant, end_user_id=end_user_id, query=search_text, top_k=FACTS_TOP_K
-            )
-        except EmptySearchQuery:
-            hits = []
-        facts = [FactItem(id=hit.id, content=hit.content, score=hit.score) for hit in hits]
 
     history: list[HistoryHit] = []
     if search_text and budget.max_history_tokens > 0:
@@ -130,6 +126,8 @@ def context_inputs_for_session(
         today=today,
         tenant_memories=tenant_memories,
         user_memories=user_memories,
+        tenant_memory_keys_cut=memories.tenant_wide_cut,
+        user_memory_keys_cut=memories.personal_cut,
         facts=facts,
         long_term_note=(
             NoteItem(day=None, content=long_term.content)
@@ -144,6 +142,29 @@ def context_inputs_for_session(
         earlier_messages_exist=tail.has_more,
         history=history,
     )
+
+
+def _facts(
+    *, tenant: Tenant, end_user_id: int | None, query: str, budget: Budget
+) -> list[FactItem]:
+    """The person's facts best matching `query`, then the tenant-wide ones (each list ranked
+    alone; their scores do not compare): `max_facts` of each, so the assembler has the
+    tenant-wide ones to fall back on and reports what its `max_facts` cut."""
+    if not query or budget.max_facts <= 0:
+        return []
+    try:
+        found = fact_recall_for_context(
+            tenant=tenant, end_user_id=end_user_id, query=query, top_k=budget.max_facts
+        )
+    except EmptySearchQuery:
+        return []
+    return [
+        *(FactItem(id=hit.id, content=hit.content, score=hit.score) for hit in found.personal),
+        *(
+            FactItem(id=hit.id, content=hit.content, score=hit.score, tenant_wide=True)
+            for hit in found.tenant_wide
+        ),
+    ]
 
 
 # What a history turn is made of, as `Message` fields (and `.values()` keys).

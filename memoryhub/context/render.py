@@ -40,7 +40,8 @@ MESSAGE_OVERHEAD = 4
 
 TITLES = {
     "memories": "Memories",
-    "facts": "Relevant Facts",
+    # Seed 004's own title for the facts it injects: a prompt written for it finds them here.
+    "facts": "Relevant Memory",
     "long_term_note": "Long-term Memory",
     "today_note": "Today's Notes",
     "recent_notes": "Recent Notes",

@@ -25,6 +25,7 @@ class FactItem:
     id: int
     content: str
     score: float
+    tenant_wide: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,12 @@ class ContextInputs:
     today: datetime.date
     tenant_memories: Sequence[MemoryItem] = ()
     user_memories: Sequence[MemoryItem] = ()
-    facts: Sequence[FactItem] = ()  # already ranked, best first
+    # The keys of the memories past max_memories, left out by the gather (only their keys were
+    # read): reported as dropped for "max_memories", after the ones cut here.
+    tenant_memory_keys_cut: Sequence[str] = ()
+    user_memory_keys_cut: Sequence[str] = ()
+    # Already ranked, best first: the person's, then the tenant-wide ones (each ranked alone).
+    facts: Sequence[FactItem] = ()
     long_term_note: NoteItem | None = None
     today_note: NoteItem | None = None
     recent_notes: Sequence[NoteItem] = ()  # newest first, excluding today
@@ -96,6 +102,10 @@ class Budget:
     max_tokens: int = 4000
     max_messages: int = 20
     max_memories: int = 50
+    # How many of the ranked facts are considered (seed 004's MaxFacts), and the facts section's
+    # own share of max_tokens (seed 004's MaxTokens; None: no share of its own).
+    max_facts: int = 10
+    facts_max_tokens: int | None = None
     # The relevant-history section's share of max_tokens (0: no such section).
     max_history_tokens: int = 1500
 

@@ -44,6 +44,8 @@ def _context_preview(
     session_id: uuid.UUID,
     max_tokens: int | None,
     max_messages: int | None,
+    max_facts: int | None,
+    facts_max_tokens: int | None,
     query: str,
 ) -> ContextPreview:
     """The context endpoint's code path (memoryhub.context.api.SessionContextView): the same
@@ -54,6 +56,8 @@ def _context_preview(
             session_id=session_id,
             max_tokens=max_tokens,
             max_messages=max_messages,
+            max_facts=max_facts,
+            facts_max_tokens=facts_max_tokens,
             query=query,
         )
     context = built.context
@@ -82,6 +86,8 @@ def session_context(request: TenantRequest, session_id: uuid.UUID) -> HttpRespon
             session_id=session.pk,
             max_tokens=form.cleaned_data["max_tokens"],
             max_messages=form.cleaned_data["max_messages"],
+            max_facts=form.cleaned_data["max_facts"],
+            facts_max_tokens=form.cleaned_data["facts_max_tokens"],
             query=form.cleaned_data["query"],
         )
     context = {"session": session, "context_form": form, "preview": preview}

@@ -29,7 +29,9 @@ from memoryhub.context import (
     render_markdown,
     render_messages,
 )
+from memoryhub.context.assemble import INCOMPLETE_EXCHANGE as INCOMPLETE
 from memoryhub.core.tokens import count_tokens
+from tests.context.sendable import assert_sendable
 
 TODAY = dt.date(2026, 2, 10)
 
@@ -291,7 +293,7 @@ def test_it_adds_facts_in_rank_order_and_drops_what_does_not_fit() -> None:
 
     assert [f.id for f in context.facts] == [7, 9]
     assert section(context, "facts") == (["fact:7", "fact:9"], [("fact:3", "budget")])
-    assert "## Relevant Facts\n- User likes dark mode.\n- User's dog is Rex.\n" in (
+    assert "## Relevant Memory\n- User likes dark mode.\n- User's dog is Rex.\n" in (
         render_markdown(context)
     )
 
@@ -339,7 +341,7 @@ def test_it_lays_out_every_section_in_a_fixed_order() -> None:
     headings = [line for line in markdown.splitlines() if line.startswith("## ")]
     assert headings == [
         "## Memories",
-        "## Relevant Facts",
+        "## Relevant Memory",
         "## Long-term Memory",
         "## Today's Notes",
         "## Recent Notes",
@@ -470,7 +472,7 @@ def test_section_tokens_are_the_charged_pieces() -> None:
     tokens = {report.name: report.tokens for report in context.sections}
     assert tokens["frame"] == FRAME
     assert tokens["memories"] == 2 + 3  # "## Memories" + "- diet: vegetarian"
-    assert tokens["facts"] == 3 + 3  # "## Relevant Facts" + "- likes tea"
+    assert tokens["facts"] == 3 + 3  # "## Relevant Memory" + "- likes tea"
     assert tokens["messages"] == 3 + 2 * message_charge(3)
     assert context.total_tokens == sum(tokens.values())
     assert_within_budget(context, words)
@@ -601,6 +603,7 @@ def _inputs(draw: st.DrawFn) -> ContextInputs:
         today=TODAY,
         tenant_memories=draw(st.lists(_memory, max_size=5)),
         user_memories=draw(st.lists(_memory, max_size=60)),
+        user_memory_keys_cut=draw(st.lists(_keys, max_size=3)),
         facts=[FactItem(i % 25, content, 1.0 / (i + 1)) for i, content in enumerate(facts)],
         long_term_note=draw(st.none() | _long_text.map(lambda text: NoteItem(None, text))),
         today_note=draw(st.none() | _text.map(lambda text: NoteItem(TODAY, text))),
@@ -618,12 +621,16 @@ _budgets = st.builds(
     max_tokens=st.integers(min_value=200, max_value=20_000),
     max_messages=st.integers(min_value=0, max_value=25),
     max_memories=st.integers(min_value=0, max_value=60),
+    max_facts=st.integers(min_value=0, max_value=30),
+    facts_max_tokens=st.none() | st.integers(min_value=0, max_value=2000),
 )
 
 
 def expected_labels(inputs: ContextInputs) -> Counter[str]:
     labels = [f"tenant_memory:{m.key}" for m in inputs.tenant_memories]
     labels += [f"memory:{m.key}" for m in inputs.user_memories]
+    labels += [f"tenant_memory:{key}" for key in inputs.tenant_memory_keys_cut]
+    labels += [f"memory:{key}" for key in inputs.user_memory_keys_cut]
     labels += [f"fact:{f.id}" for f in inputs.facts]
     if inputs.long_term_note is not None:
         labels.append("note:long_term")
@@ -664,9 +671,18 @@ def test_it_never_exceeds_the_budget_and_accounts_for_every_item(
 
     assert_within_budget(context, counter)
     assert reported_labels(context) == expected_labels(inputs)
-    # The included messages are the newest ones, without holes, oldest first.
+    # The included messages are the newest ones, oldest first, without holes but for the
+    # incomplete tool exchanges, which are never sent.
     kept = len(context.messages)
-    assert context.messages == list(inputs.messages)[len(inputs.messages) - kept :]
+    assert_sendable(render_messages(context))
+    if kept:
+        oldest = context.messages[0].seq
+        incomplete = {
+            label for label, reason in section(context, "messages")[1] if reason == INCOMPLETE
+        }
+        assert context.messages == [
+            m for m in inputs.messages if m.seq >= oldest and f"message:{m.seq}" not in incomplete
+        ]
     assert kept <= budget.max_messages
     included_memories = section(context, "memories")[0]
     assert len([m for m in included_memories if m.startswith("memory:")]) <= budget.max_memories
@@ -675,6 +691,11 @@ def test_it_never_exceeds_the_budget_and_accounts_for_every_item(
     assert len(section(context, "messages")[0]) == kept
     assert len(section(context, "memories")[0]) == len(context.memories)
     assert len(section(context, "facts")[0]) == len(context.facts)
+    assert len(context.facts) <= budget.max_facts
+    if budget.facts_max_tokens is not None:
+        assert next(r for r in context.sections if r.name == "facts").tokens <= max(
+            budget.facts_max_tokens, 0
+        )
     assert len(section(context, "recent_notes")[0]) == len(context.recent_notes)
     if context.summary is not None:
         assert inputs.earlier_messages_exist or kept < len(inputs.messages)

@@ -9,6 +9,7 @@ from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.tokens import count_tokens
 from sessions_app import services
 from sessions_app.services import MessageInput
+from tests.context.sendable import assert_sendable
 from tests.helpers import error_fields
 
 USER = "whatsapp:+4912345"
@@ -28,6 +29,8 @@ def chatty_session(tenant):
     memory_save(tenant=tenant, end_user=None, key="house_rules", content="Answer in English")
     fact_create(tenant=tenant, end_user=end_user, content="Sachi is allergic to peanuts")
     fact_create(tenant=tenant, end_user=end_user, content="Sachi prefers dark mode")
+    # Tenant-wide (no person): what sclaw's extractor writes with an empty source.
+    fact_create(tenant=tenant, end_user=None, content="Peanut butter is on the kitchen menu")
     for turn in range(150):
         services.message_append_batch(
             tenant=tenant,
@@ -107,6 +110,11 @@ def test_a_session_without_a_person_still_gets_a_context(api, tenant):
         ({"max_tokens": 200_001}, "max_tokens"),
         ({"max_tokens": "lots"}, "max_tokens"),
         ({"max_messages": -1}, "max_messages"),
+        ({"max_facts": -1}, "max_facts"),
+        ({"max_facts": 101}, "max_facts"),
+        ({"max_facts": "ten"}, "max_facts"),
+        ({"facts_max_tokens": -1}, "facts_max_tokens"),
+        ({"facts_max_tokens": 200_001}, "facts_max_tokens"),
         ({"format": "xml"}, "format"),
     ],
 )
@@ -126,8 +134,130 @@ def test_the_cost_follows_the_budget_not_the_history(
 ):
     api.get(context_url(chatty_session))
 
-    # key, session with its summary, policy, messages, memories (both lists), fact search,
-    # notes (long-term and daily together), the recall's version token (no older turn matches
-    # here, so no hit rows: tests/context/test_relevant_history.py counts those)
+    # key, session with its summary, policy, messages, memories (both lists), fact search
+    # (the person's and the tenant-wide facts together), notes (long-term and daily
+    # together), the recall's version token (no older turn matches here, so no hit rows:
+    # tests/context/test_relevant_history.py counts those)
     with django_assert_max_num_queries(8):
         api.get(context_url(chatty_session))
+
+
+def section_of(body, name: str):
+    return next(section for section in body["sections"] if section["name"] == name)
+
+
+def test_facts_are_titled_as_seed_004_injects_them_the_persons_first(api, chatty_session):
+    body = api.get(context_url(chatty_session)).json()
+
+    content = body["content"]
+    assert "\n## Relevant Memory\n- Sachi is allergic to peanuts\n" in content
+    assert "## Relevant Facts" not in content
+    # The tenant-wide fact reaches the context too, after the person's.
+    assert content.index("Sachi is allergic") < content.index("Peanut butter is on the kitchen")
+
+
+def test_a_request_sets_the_number_of_facts_and_their_share(api, chatty_session):
+    one = api.get(context_url(chatty_session), {"max_facts": 1}).json()
+
+    facts = section_of(one, "facts")
+    assert len(facts["included"]) == 1
+    assert facts["dropped"]
+    assert {d["reason"] for d in facts["dropped"]} == {"max_facts"}
+
+    tight = api.get(context_url(chatty_session), {"facts_max_tokens": 15}).json()
+
+    facts = section_of(tight, "facts")
+    assert 0 < facts["tokens"] <= 15
+    assert {d["reason"] for d in facts["dropped"]} == {"budget"}
+
+    none = api.get(context_url(chatty_session), {"max_facts": 0}).json()
+
+    assert section_of(none, "facts") == {
+        "name": "facts",
+        "tokens": 0,
+        "included": [],
+        "dropped": [],
+    }
+    assert "## Relevant Memory" not in none["content"]
+
+
+def test_memories_past_max_memories_are_reported(api, tenant, chatty_session):
+    end_user = end_user_get_or_create(tenant=tenant, external_id=USER)
+    memory_save(tenant=tenant, end_user=end_user, key="city", content="Kyoto")
+
+    body = api.get(context_url(chatty_session), {"max_memories": 1}).json()
+
+    memories = section_of(body, "memories")
+    assert memories["included"] == ["tenant_memory:house_rules", "memory:name"]
+    assert memories["dropped"] == [{"item": "memory:city", "reason": "max_memories"}]
+
+    body = api.get(context_url(chatty_session), {"max_memories": 0}).json()
+
+    assert section_of(body, "memories")["dropped"] == [
+        {"item": "tenant_memory:house_rules", "reason": "max_memories"},
+        {"item": "memory:name", "reason": "max_memories"},
+        {"item": "memory:city", "reason": "max_memories"},
+    ]
+
+
+def test_the_facts_parameters_are_in_the_schema(client):
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+
+    operation = schema["paths"]["/api/v1/sessions/{session_id}/context/"]["get"]
+    parameters = {p["name"]: p["schema"] for p in operation["parameters"]}
+    assert parameters["max_facts"]["minimum"] == 0
+    assert parameters["max_facts"]["maximum"] == 100
+    assert parameters["facts_max_tokens"]["maximum"] == 200_000
+
+
+def tool_exchange(turn: int) -> list[MessageInput]:
+    call = {"id": f"call_{turn}", "type": "function", "function": {"name": "weather"}}
+    other = {"id": f"call_{turn}b", "type": "function", "function": {"name": "clock"}}
+    return [
+        MessageInput(role="user", content=f"Turn {turn}: weather and time?"),
+        MessageInput(role="assistant", content="Let me look.", tool_calls=[call, other]),
+        MessageInput(role="tool", content="Sunny, 21C", tool_call_id=f"call_{turn}"),
+        MessageInput(role="tool", content="14:00", tool_call_id=f"call_{turn}b"),
+        MessageInput(role="assistant", content=f"Answer {turn}: sunny, 2pm."),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("params", "first"),
+    [
+        # seqs: turn t is 5t+1 (user) ... 5t+5; turn 5 is 26 (user), 27 (call), 28 (one result)
+        ({"max_messages": 3}, 26),  # 27 and 28: the call waits for its second result
+        ({"max_messages": 6}, 25),  # 23 and 24: results whose call (22) was cut
+        ({"max_messages": 7}, 22),  # the whole exchange 22-24
+        ({"max_tokens": 300}, None),
+    ],
+)
+def test_the_messages_format_never_starts_with_a_result_whose_call_was_cut(
+    api, tenant, params, first
+):
+    session, _ = services.session_create_or_get(tenant=tenant, user_id=USER, agent_id="tools")
+    for turn in range(5):
+        services.message_append_batch(
+            tenant=tenant, session_id=session.pk, messages=tool_exchange(turn)
+        )
+    # The bot asks for the context while its last call is still running.
+    services.message_append_batch(
+        tenant=tenant, session_id=session.pk, messages=tool_exchange(5)[:3]
+    )
+
+    body = api.get(context_url(session), {"format": "messages", **params}).json()
+
+    assert_sendable(body["messages"])
+    sent = [m for m in body["messages"] if m["role"] != "system"]
+    assert sent
+    assert sent[0]["role"] != "tool"
+    assert sent[-1] == {"role": "user", "content": "Turn 5: weather and time?"}
+    messages = section_of(body, "messages")
+    if first is not None:
+        assert messages["included"][0] == f"message:{first}"
+    assert {"item": "message:28", "reason": "incomplete tool exchange"} in messages["dropped"]
+    assert {"item": "message:27", "reason": "incomplete tool exchange"} in messages["dropped"]
+    # The Markdown transcript is cut at the same places.
+    markdown = api.get(context_url(session), params).json()
+    assert section_of(markdown, "messages") == messages
+    assert markdown["content"].endswith("user: Turn 5: weather and time?\n</memory>")

@@ -9,7 +9,9 @@ import uuid
 import pytest
 from django.utils import timezone
 
-from facts_app.selectors.facts import FactFilters, fact_search
+from facts_app.recall import candidates_rank
+from facts_app.selectors import facts as facts_selectors
+from facts_app.selectors.facts import FactFilters, FactHit, fact_candidates, fact_search
 from facts_app.selectors.memories import memory_list
 from facts_app.selectors.notes import note_recall
 from facts_app.services.facts import fact_create
@@ -26,7 +28,7 @@ from memoryhub.context import (
     NoteItem,
     SummaryItem,
 )
-from memoryhub.context.gather import FACTS_TOP_K, RECENT_NOTE_DAYS, context_inputs_for_session
+from memoryhub.context.gather import RECENT_NOTE_DAYS, context_inputs_for_session
 from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.search import EmptySearchQuery
 from memoryhub.core.tokens import count_tokens, count_tokens_cached
@@ -63,38 +65,54 @@ def reference_inputs(
     ]
     current = summary_current(tenant_id=tenant.pk, session_id=session.pk) if page.messages else None
     summary = SummaryItem(text=current.text, through_seq=current.through_seq) if current else None
+    every_tenant_memory = list(memory_list(tenant=tenant, end_user=None))
     tenant_memories = [
         MemoryItem(key=m.key, content=m.content, pinned=m.pinned, tenant_wide=True)
-        for m in memory_list(tenant=tenant, end_user=None)[: budget.max_memories]
+        for m in every_tenant_memory[: budget.max_memories]
     ]
+    tenant_cut = [m.key for m in every_tenant_memory[budget.max_memories :]]
     end_user = session.end_user
-    if end_user is None:
-        return ContextInputs(
-            today=today,
-            tenant_memories=tenant_memories,
-            summary=summary,
-            messages=messages,
-            earlier_messages_exist=page.has_more,
-        )
-    user_memories = [
-        MemoryItem(key=m.key, content=m.content, pinned=m.pinned)
-        for m in memory_list(tenant=tenant, end_user=end_user)[: budget.max_memories]
-    ]
     search_text = query or next(
         (m.content for m in reversed(page.messages) if m.role == MessageRole.USER), ""
     )
     facts: list[FactItem] = []
-    if search_text:
+    if search_text and budget.max_facts > 0:
         try:
-            hits = fact_search(
-                tenant=tenant,
-                query=search_text,
-                filters=FactFilters(user_id=end_user.external_id),
-                top_k=FACTS_TOP_K,
+            hits = (
+                fact_search(
+                    tenant=tenant,
+                    query=search_text,
+                    filters=FactFilters(user_id=end_user.external_id),
+                    top_k=budget.max_facts,
+                )
+                if end_user is not None
+                else []
+            )
+            tenant_wide = tenant_wide_fact_search(
+                tenant=tenant, query=search_text, top_k=budget.max_facts
             )
         except EmptySearchQuery:
-            hits = []
+            hits, tenant_wide = [], []
         facts = [FactItem(id=h.fact.pk, content=h.fact.content, score=h.score) for h in hits]
+        facts += [
+            FactItem(id=f.id, content=f.content, score=f.score, tenant_wide=True)
+            for f in tenant_wide
+        ]
+    if end_user is None:
+        return ContextInputs(
+            today=today,
+            tenant_memories=tenant_memories,
+            tenant_memory_keys_cut=tenant_cut,
+            facts=facts,
+            summary=summary,
+            messages=messages,
+            earlier_messages_exist=page.has_more,
+        )
+    every_user_memory = list(memory_list(tenant=tenant, end_user=end_user))
+    user_memories = [
+        MemoryItem(key=m.key, content=m.content, pinned=m.pinned)
+        for m in every_user_memory[: budget.max_memories]
+    ]
     recall = note_recall(tenant=tenant, end_user=end_user, today=today, days=RECENT_NOTE_DAYS + 1)
     daily = [NoteItem(day=n.day, content=n.content) for n in recall.daily]
     long_term = recall.long_term
@@ -102,6 +120,8 @@ def reference_inputs(
         today=today,
         tenant_memories=tenant_memories,
         user_memories=user_memories,
+        tenant_memory_keys_cut=tenant_cut,
+        user_memory_keys_cut=[m.key for m in every_user_memory[budget.max_memories :]],
         facts=facts,
         long_term_note=(
             NoteItem(day=None, content=long_term.content)
@@ -114,6 +134,23 @@ def reference_inputs(
         messages=messages,
         earlier_messages_exist=page.has_more,
     )
+
+
+def tenant_wide_fact_search(*, tenant: Tenant, query: str, top_k: int) -> list[FactHit]:
+    """The tenant-wide facts (of no person) ranked as a person's are: the tenant's current facts
+    as the ORM filters them, those of no person kept, by the hybrid ranking."""
+    candidates = fact_candidates(tenant=tenant, filters=FactFilters())
+    assert candidates is not None
+    mine = [candidate for candidate in candidates if candidate.end_user_id is None]
+    if not mine:
+        return []
+    found = candidates_rank(
+        tenant_id=tenant.pk, filters_key=("reference",), candidates=mine, query=query, top_k=top_k
+    )
+    return [
+        FactHit(id=r.candidate.id, content=r.candidate.content, score=r.hit.score)
+        for r in found.hits
+    ]
 
 
 def gathered(*, tenant: Tenant, session: Session, budget: Budget, query: str = "") -> None:
@@ -132,12 +169,14 @@ def gathered(*, tenant: Tenant, session: Session, budget: Budget, query: str = "
     )
     # Scores are floats from the same SQL expression; compare them loosely, the rest exactly.
     assert [f.score for f in fast.facts] == pytest.approx([f.score for f in reference.facts])
-    fast_facts = [(f.id, f.content) for f in fast.facts]
-    assert fast_facts == [(f.id, f.content) for f in reference.facts]
+    fast_facts = [(f.id, f.content, f.tenant_wide) for f in fast.facts]
+    assert fast_facts == [(f.id, f.content, f.tenant_wide) for f in reference.facts]
     assert list(fast.messages) == list(reference.messages)
     for name in (
         "tenant_memories",
         "user_memories",
+        "tenant_memory_keys_cut",
+        "user_memory_keys_cut",
         "long_term_note",
         "today_note",
         "recent_notes",
@@ -195,6 +234,12 @@ def rich_session(tenant, other_tenant, person):
         valid_until=past,
     )
     fact_create(tenant=tenant, end_user=someone_else, content="Bob loves peanuts")
+    # Tenant-wide (no person): sclaw's facts with an empty source, a bot's house rules.
+    fact_create(tenant=tenant, end_user=None, content="The kitchen never serves peanuts")
+    fact_create(tenant=tenant, end_user=None, content="Snacks are served at four")
+    fact_create(
+        tenant=tenant, end_user=None, content="Peanut-free snacks on request", valid_until=past
+    )
     fact_create(tenant=other_tenant, end_user=other, content="Foreign peanuts")
 
     note_long_term_save(tenant=tenant, end_user=person, content="An old version")
@@ -241,7 +286,11 @@ def rich_session(tenant, other_tenant, person):
 
 @pytest.mark.parametrize(
     "budget",
-    [Budget(), Budget(max_messages=5, max_memories=2), Budget(max_messages=0, max_memories=0)],
+    [
+        Budget(),
+        Budget(max_messages=5, max_memories=2, max_facts=1),
+        Budget(max_messages=0, max_memories=0, max_facts=0),
+    ],
 )
 def test_the_gathered_inputs_are_what_the_orm_selectors_return(tenant, rich_session, budget):
     gathered(tenant=tenant, session=rich_session, budget=budget)
@@ -293,3 +342,46 @@ def test_cached_token_counts_are_the_tokenizers():
     long = "peanut butter " * 500  # past CACHED_TEXT_MAX_CHARS: counted, not kept
     for text in ["", "Can I eat peanut butter?", "Can I eat peanut butter?", long, long]:
         assert count_tokens_cached(text) == count_tokens(text)
+
+
+@pytest.mark.parametrize("ranked_by", ["hybrid", "database"])
+def test_tenant_wide_facts_come_after_the_persons(
+    tenant, person, rich_session, monkeypatch, ranked_by
+):
+    if ranked_by == "database":  # too many candidates: each owner's are ranked by the database
+        monkeypatch.setattr(facts_selectors, "MAX_CANDIDATES", 1)
+    found = session_get_for_context(tenant=tenant, session_id=rich_session.pk)
+
+    inputs = context_inputs_for_session(
+        tenant=tenant, found=found, budget=Budget(), query="peanut snacks", today=TODAY
+    )
+
+    owners = [fact.tenant_wide for fact in inputs.facts]
+    assert owners == sorted(owners)  # the person's (False) first
+    assert {f.content for f in inputs.facts if not f.tenant_wide} == {
+        "Sachi now eats peanuts again",
+        "Sachi prefers peanut-free snacks",
+    }
+    # Current ones only; another person's never.
+    assert {f.content for f in inputs.facts if f.tenant_wide} == {
+        "The kitchen never serves peanuts",
+        "Snacks are served at four",
+    }
+
+
+def test_a_session_without_a_person_gets_the_tenant_wide_facts(tenant, rich_session):
+    anonymous, _ = services.session_create_or_get(tenant=tenant)
+    services.message_append_batch(
+        tenant=tenant,
+        session_id=anonymous.pk,
+        messages=[MessageInput(role="user", content="Do you serve peanuts?")],
+    )
+    found = session_get_for_context(tenant=tenant, session_id=anonymous.pk)
+
+    inputs = context_inputs_for_session(
+        tenant=tenant, found=found, budget=Budget(), query="", today=TODAY
+    )
+
+    assert inputs.facts[0].content == "The kitchen never serves peanuts"
+    assert all(fact.tenant_wide for fact in inputs.facts)
+    gathered(tenant=tenant, session=anonymous, budget=Budget(max_memories=1))
