@@ -1,0 +1,1 @@
+"""Compatibility surfaces: other platforms' memory APIs served over MemoryHub's own services."""
