@@ -10,11 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, F, Model, OuterRef, Q, QuerySet
+from django.db import transaction
+from django.db.models import Count, Exists, F, Model, OuterRef, Q, QuerySet, Sum, Value
+from django.db.models.functions import Greatest
 
 from memoryhub.accounts.idempotency import idempotency_responses_erase
 from memoryhub.accounts.models import EndUser, Tenant
 from memoryhub.accounts.services import delete_in_batches, end_user_recall_touch
+from memoryhub.core.locks import rows_lock
 from sessions_app.models import (
     FINISHED_PLAN_STATUSES,
     Message,
@@ -39,7 +42,9 @@ def _no_progress(kind: str, rows: int) -> None:
 @dataclass(frozen=True)
 class ConversationScope:
     """The sessions and messages one cutoff applies to: a tenant, optionally one person, and
-    either some agents only or every agent but some (those with their own policy)."""
+    either some agents only or every agent but some (those with their own policy). Pinned
+    sessions (imported history the importer chose to keep) are never in it, nor are their
+    messages and summaries."""
 
     tenant: Tenant
     cutoff: dt.datetime
@@ -48,6 +53,7 @@ class ConversationScope:
     other_agents_than: frozenset[str] = frozenset()
 
     def _narrow(self, queryset: QuerySet[Any], *, prefix: str) -> QuerySet[Any]:
+        queryset = queryset.filter(**{f"{prefix}pinned": False})
         if self.end_user is not None:
             queryset = queryset.filter(**{f"{prefix}end_user": self.end_user})
         if self.agents is not None:
@@ -121,7 +127,7 @@ def conversations_prune(
         (
             scope.expired_messages(),
             ("created_at", "pk"),
-            lambda ids: _append_responses_erase(tenant=scope.tenant, message_ids=ids),
+            lambda ids: _messages_delete_prepare(tenant=scope.tenant, message_ids=ids),
         ),
         (scope.replaced_summaries(), ("created_at", "pk"), None),
         (
@@ -137,6 +143,7 @@ def conversations_prune(
             counts=counts,
             progress=progress,
             before_delete=before_delete,
+            lock_first=_message_sessions_lock if queryset.model is Message else None,
         )
     if counts[kind(Message)]:
         # Search indexes hold these messages: tell them (a deleted session alone they notice).
@@ -144,6 +151,163 @@ def conversations_prune(
             tenant=scope.tenant,
             end_user_ids=None if scope.end_user is None else [scope.end_user.pk],
         )
+    return counts
+
+
+def _message_sessions_lock(message_ids: list[int]) -> None:
+    """Lock the sessions of messages about to go, before the messages: the order appends and
+    session deletes lock in, and what keeps the sessions' counters still until the delete."""
+    rows_lock(
+        Session.objects.filter(
+            pk__in=Message.objects.filter(pk__in=message_ids).values("session_id")
+        )
+    )
+
+
+def _messages_delete_prepare(*, tenant: Tenant, message_ids: list[int]) -> None:
+    _append_responses_erase(tenant=tenant, message_ids=message_ids)
+    session_counters_subtract(message_ids=message_ids)
+
+
+def session_counters_subtract(*, message_ids: list[int]) -> None:
+    """Take messages about to be deleted off their sessions' counters, in the delete's
+    transaction with the sessions and the messages locked: `message_count` and `token_count`
+    stay exactly what the session stores (seed 004's `Len`), and `summarized_tokens` loses what
+    the summary covered of them, so that token_count - summarized_tokens stays the
+    unsummarized history a summary is due on. One UPDATE per session of the batch."""
+    per_session = (
+        Message.objects.filter(pk__in=message_ids)
+        .order_by()  # no default ordering in the GROUP BY
+        .values("session_id")
+        .annotate(
+            rows=Count("pk"),
+            tokens=Sum("token_count"),
+            summarized=Sum("token_count", filter=Q(seq__lte=F("session__summarized_seq"))),
+        )
+    )
+    for row in per_session:
+        Session.objects.filter(pk=row["session_id"]).update(
+            message_count=Greatest(F("message_count") - row["rows"], Value(0)),
+            token_count=Greatest(F("token_count") - (row["tokens"] or 0), Value(0)),
+            summarized_tokens=Greatest(F("summarized_tokens") - (row["summarized"] or 0), Value(0)),
+        )
+
+
+def session_counters_recount(*, tenant: Tenant, batch_size: int = BATCH_SIZE) -> int:
+    """Set every session's counters of the tenant to what it stores, counting its messages:
+    the repair of counters that drifted before deletes kept them (retention and purges of old
+    messages, until issue 15). Batches of sessions, each locked in its own transaction as an
+    append would lock it; returns how many sessions had a counter corrected."""
+    corrected = 0
+    after: Any = None
+    while True:
+        sessions = Session.objects.for_tenant(tenant).order_by("pk")
+        if after is not None:
+            sessions = sessions.filter(pk__gt=after)
+        ids = list(sessions.values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            return corrected
+        after = ids[-1]
+        with transaction.atomic():
+            rows_lock(Session.objects.filter(pk__in=ids))
+            stored = {
+                row["session_id"]: row
+                for row in Message.objects.filter(session_id__in=ids)
+                .order_by()
+                .values("session_id")
+                .annotate(
+                    rows=Count("pk"),
+                    tokens=Sum("token_count"),
+                    summarized=Sum("token_count", filter=Q(seq__lte=F("session__summarized_seq"))),
+                )
+            }
+            for session in Session.objects.filter(pk__in=ids).only(
+                "message_count", "token_count", "summarized_tokens"
+            ):
+                row = stored.get(session.pk, {})
+                true = (
+                    row.get("rows") or 0,
+                    row.get("tokens") or 0,
+                    row.get("summarized") or 0,
+                )
+                if (session.message_count, session.token_count, session.summarized_tokens) != true:
+                    Session.objects.filter(pk=session.pk).update(
+                        message_count=true[0], token_count=true[1], summarized_tokens=true[2]
+                    )
+                    corrected += 1
+
+
+@dataclass(frozen=True)
+class TranscriptCapScope:
+    """Seed 000's transcript cap for some sessions of a tenant: at most `cap` messages each,
+    the oldest going first. Agents are narrowed as in ConversationScope."""
+
+    tenant: Tenant
+    cap: int
+    agents: frozenset[str] | None = None
+    other_agents_than: frozenset[str] = frozenset()
+
+    def sessions_over_cap(self) -> QuerySet[Session]:
+        # The counters are exact (session_counters_subtract), so they find the sessions over
+        # the cap without counting anyone's messages.
+        # A pinned session (imported history the user chose to keep) is exempt from every
+        # retention rule, the cap included.
+        sessions = Session.objects.for_tenant(self.tenant).filter(
+            message_count__gt=self.cap, pinned=False
+        )
+        if self.agents is not None:
+            sessions = sessions.filter(agent_id__in=self.agents)
+        if self.other_agents_than:
+            sessions = sessions.exclude(agent_id__in=self.other_agents_than)
+        return sessions
+
+    def evicted_messages(self, *, session_id: Any) -> QuerySet[Message]:
+        """The session's messages past the cap: all up to the (cap+1)-th newest."""
+        newest_evicted = (
+            Message.objects.filter(session_id=session_id)
+            .order_by("-seq")
+            .values_list("seq", flat=True)[self.cap : self.cap + 1]
+        )
+        return Message.objects.for_tenant(self.tenant).filter(
+            session_id=session_id, seq__lte=newest_evicted
+        )
+
+
+def transcripts_cap(
+    *,
+    scope: TranscriptCapScope,
+    dry_run: bool = False,
+    batch_size: int = BATCH_SIZE,
+    progress: Progress = _no_progress,
+) -> Counter[str]:
+    """Evict each session's oldest messages past the cap (FIFO), in the batches retention
+    deletes in, keeping the counters exact and blanking stored responses that quote them."""
+    counts: Counter[str] = Counter()
+    touched: set[int] = set()
+    over = list(scope.sessions_over_cap().order_by("pk").values_list("pk", "end_user_id"))
+    for session_id, end_user_id in over:
+        going = scope.evicted_messages(session_id=session_id)
+        if dry_run:
+            counts[kind(Message)] += going.count()
+            continue
+        before = counts[kind(Message)]
+        delete_in_batches(
+            queryset=going,
+            order_by=("seq",),
+            batch_size=batch_size,
+            counts=counts,
+            progress=progress,
+            before_delete=lambda ids: _messages_delete_prepare(
+                tenant=scope.tenant, message_ids=ids
+            ),
+            lock_first=_message_sessions_lock,
+        )
+        if counts[kind(Message)] > before and end_user_id is not None:
+            touched.add(end_user_id)
+    if touched:
+        end_user_recall_touch(tenant=scope.tenant, end_user_ids=touched)
+    if dry_run:
+        progress("dry run", counts[kind(Message)])
     return counts
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from facts_app.api import notes
+from facts_app.api import notes, notes_zone
 
 urlpatterns = [
     path("", notes.NotesRecallView.as_view(), name="notes-recall"),
@@ -15,4 +15,6 @@ urlpatterns = [
     path("daily/", notes.NoteDailyView.as_view(), name="notes-daily"),
     path("daily/<str:day>/", notes.NoteDailyDayView.as_view(), name="notes-daily-day"),
     path("clear/", notes.NoteClearView.as_view(), name="notes-clear"),
+    path("show/", notes_zone.NoteShowView.as_view(), name="notes-show"),
+    path("prune/", notes_zone.NotePruneView.as_view(), name="notes-prune"),
 ]

@@ -9,7 +9,7 @@ from functools import reduce
 from operator import or_
 
 from django.db import connections, router
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 
 from facts_app.models import Note, NoteKind
 from memoryhub.accounts.models import EndUser, Tenant
@@ -214,3 +214,45 @@ def note_recall_for_context(
             daily.append(RecalledNote(day=_as_date(day), content=content))
     daily.sort(key=lambda note: note.day or dt.date.min, reverse=True)
     return ContextNotes(long_term=long_term, daily=daily)
+
+
+@dataclass(frozen=True)
+class NoteShow:
+    """Seed 003's `memory.show`: the zone at a glance."""
+
+    long_term: Note | None
+    today: Note | None
+    recent: list[Note]  # the days before today, newest first, cleared days left out
+    long_term_versions: int
+    daily_days: int  # days with a daily note (cleared ones included: their history is kept)
+    daily_versions: int
+    latest_change_at: dt.datetime | None
+
+
+def note_show(
+    *, tenant: Tenant, end_user: EndUser, today: dt.date, days: int = RECALL_DAYS_DEFAULT
+) -> NoteShow:
+    """The long-term document, today's note (tomorrow's reads as today's, as in the context),
+    the notes of the `days` days before today, and counts of everything kept with the latest
+    change. Three queries whatever the history holds."""
+    recall = note_recall(tenant=tenant, end_user=end_user, today=today, days=days + 1)
+    counts = (
+        _notes_of(tenant=tenant, end_user=end_user)
+        .order_by()
+        .aggregate(
+            long_term_versions=Count("pk", filter=Q(kind=NoteKind.LONG_TERM)),
+            daily_versions=Count("pk", filter=Q(kind=NoteKind.DAILY)),
+            daily_days=Count("day", distinct=True),
+            latest=Max("created_at"),
+        )
+    )
+    today_note = next((note for note in recall.daily if note.day and note.day >= today), None)
+    return NoteShow(
+        long_term=recall.long_term,
+        today=today_note,
+        recent=[note for note in recall.daily if note.day and note.day < today],
+        long_term_versions=counts["long_term_versions"],
+        daily_days=counts["daily_days"],
+        daily_versions=counts["daily_versions"],
+        latest_change_at=counts["latest"],
+    )

@@ -5,6 +5,8 @@ bub's stores keep).
 What goes, per tenant (MemoryPolicy; an agent's row overrides the tenant's for its sessions):
 - messages created more than `retention_days` ago, and sessions idle (last activity) for longer,
   with their state and summaries;
+- a session's oldest messages past `transcript_max_messages` (seed 000's transcript cap, when
+  set), counted with the messages and also as `transcript_evicted` in the audit's detail;
 - summaries of live sessions that a newer summary replaced, once older than the cutoff (the
   current summary stays: it is the session's memory of what retention removed);
 - daily notes older than `daily_note_retention_days` (the tenant's policy);
@@ -36,15 +38,18 @@ from facts_app.services.notes import note_daily_prune
 from memoryhub.accounts.models import Actor, AuditAction, MemoryPolicy, Tenant
 from memoryhub.accounts.selectors import idempotency_records_before
 from memoryhub.accounts.services import audit_event_record, delete_in_batches
+from sessions_app.models import Message
 from sessions_app.prune import (
     BATCH_SIZE,
     ConversationScope,
     Progress,
+    TranscriptCapScope,
     _no_progress,
     conversations_prune,
     finished_work,
     finished_work_count,
     kind,
+    transcripts_cap,
 )
 
 logger = logging.getLogger(__name__)
@@ -63,6 +68,8 @@ class PruneReport:
     dry_run: bool
     counts: Counter[str] = field(default_factory=Counter)
     cutoffs: dict[str, str | None] = field(default_factory=dict)
+    # Messages that went for the transcript cap, not their age (also in counts["messages"]).
+    transcript_evicted: int = 0
 
     @property
     def total(self) -> int:
@@ -102,6 +109,25 @@ def _scopes_for_tenant(*, tenant: Tenant, now: dt.datetime) -> list[Conversation
     return scopes
 
 
+def _transcript_scopes_for_tenant(*, tenant: Tenant) -> list[TranscriptCapScope]:
+    """As _scopes_for_tenant, for the transcript cap: no cap (empty or 0) is no scope."""
+    policies = {policy.agent_id: policy for policy in MemoryPolicy.objects.filter(tenant=tenant)}
+    overrides = frozenset(agent for agent in policies if agent)
+    scopes: list[TranscriptCapScope] = []
+    tenant_policy = policies.get("")
+    if tenant_policy is not None and tenant_policy.transcript_cap is not None:
+        scopes.append(
+            TranscriptCapScope(
+                tenant=tenant, cap=tenant_policy.transcript_cap, other_agents_than=overrides
+            )
+        )
+    for agent in sorted(overrides):
+        cap = policies[agent].transcript_cap
+        if cap is not None:
+            scopes.append(TranscriptCapScope(tenant=tenant, cap=cap, agents=frozenset({agent})))
+    return scopes
+
+
 def retention_prune_tenant(
     *,
     tenant: Tenant,
@@ -126,7 +152,11 @@ def retention_prune_tenant(
                 action=AuditAction.PURGE,
                 object_type="retention",
                 counts=report.as_dict(),
-                detail={"cutoffs": report.cutoffs, "now": now.isoformat()},
+                detail={
+                    "cutoffs": report.cutoffs,
+                    "now": now.isoformat(),
+                    "transcript_evicted": report.transcript_evicted,
+                },
             )
         logger.info(
             "retention%s tenant=%s %s",
@@ -149,6 +179,18 @@ def _retention_apply(
                 scope=scope, dry_run=dry_run, batch_size=batch_size, progress=progress
             )
         )
+    for cap_scope in _transcript_scopes_for_tenant(tenant=tenant):
+        label = (
+            "transcript_cap"
+            if cap_scope.agents is None
+            else f"transcript_cap[{next(iter(cap_scope.agents))}]"
+        )
+        report.cutoffs[label] = f"{cap_scope.cap} messages"
+        evicted = transcripts_cap(
+            scope=cap_scope, dry_run=dry_run, batch_size=batch_size, progress=progress
+        )
+        report.transcript_evicted += evicted[kind(Message)]
+        report.counts.update(evicted)
     tenant_policy = MemoryPolicy.objects.filter(tenant=tenant, agent_id="").first()
     note_days = _policy_days(
         tenant_policy, "daily_note_retention_days", DEFAULT_DAILY_NOTE_RETENTION_DAYS
