@@ -76,8 +76,61 @@ max_requests_jitter = max_requests // 10
 control_socket_disable = True
 
 # --- logs (stdout/stderr, for the process manager to collect) -------------------------------------
-accesslog = "-"
+# With LOG_FORMAT=json (the default without DJANGO_DEBUG) MemoryHub writes its own access line,
+# as JSON with the request id, tenant and route (memoryhub.core.observability): gunicorn's plain
+# one would only repeat it.
+_debug = os.environ.get("DJANGO_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+_log_format = os.environ.get("LOG_FORMAT", "").strip() or ("text" if _debug else "json")
+accesslog = "-" if _log_format == "text" else None
 errorlog = "-"
 # Path without the query string: queries carry people's words (search `q=`). Ids in paths stay,
 # as in any log of an API. Duration in milliseconds last.
 access_log_format = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(B)s "%(a)s" %(M)sms'
+
+
+# --- metrics: every worker's counts in one scrape -------------------------------------------------
+# prometheus-client's multiprocess mode: each worker writes its counters and histograms to files in
+# PROMETHEUS_MULTIPROC_DIR, and /metrics sums them. It must be set before a worker imports the
+# client (gunicorn forks the workers after reading this file). When metrics are on and the
+# operator named no folder, a fresh private one on the RAM disk serves this server.
+_metrics_on = bool(
+    os.environ.get("MEMORYHUB_METRICS_TOKEN")
+    or os.environ.get("MEMORYHUB_METRICS_ALLOWED_NETWORKS")
+)
+if _metrics_on and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    import tempfile
+
+    _base = "/dev/shm" if os.path.isdir("/dev/shm") else None  # noqa: S108 (a private mkdtemp)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(
+        prefix="memoryhub-metrics-", dir=_base
+    )
+    _own_metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+else:
+    _own_metrics_dir = ""
+
+
+def on_starting(server: object) -> None:
+    """A new server starts from zero: the files of a previous run's processes would otherwise be
+    added to this run's counts forever."""
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        for stale in Path(folder).glob("*.db"):
+            stale.unlink(missing_ok=True)
+
+
+def child_exit(server: object, worker: object) -> None:
+    """A worker that exits (max_requests, a crash) leaves its counts to the sums; its live
+    gauges (none of MemoryHub's own) are dropped."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[attr-defined]
+
+
+def on_exit(server: object) -> None:
+    """The folder this file made (not one the operator named) goes with the server."""
+    if _own_metrics_dir:
+        import shutil
+
+        shutil.rmtree(_own_metrics_dir, ignore_errors=True)
