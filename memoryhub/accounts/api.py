@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -11,30 +12,95 @@ from rest_framework import exceptions, views, viewsets
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 
-from memoryhub.accounts.models import Actor, ApiKey, Tenant
+from memoryhub.accounts.binding import (
+    Ownership,
+    PersonCredential,
+    credential_actor,
+    named_objects,
+    person_params,
+)
+from memoryhub.accounts.models import Actor, ApiKey, ApiKeyScope, Tenant
+from memoryhub.accounts.permissions import SAFE_METHODS, InsufficientScope
+from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.limits import limit
+
+# Collection writes that name no person act for the bound person ({url name: does this body}):
+# a person-bound token's new session is its person's, and its "older than" purge only theirs.
+PERSON_DEFAULTS: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "session-list": lambda body: True,
+    "purge": lambda body: body.get("scope") == "older_than",
+}
 
 
 class TenantScopedMixin(views.APIView):
-    """Gives views `self.tenant` (from the API key) and narrows `get_queryset()` to it."""
+    """Gives views `self.tenant` (from the API key or token) and narrows `get_queryset()` to it.
+
+    With a person-bound token the tenant carries the person (accounts.binding): every
+    `for_tenant()` narrows to them, and before the scope check and the view a request that names
+    (in its path, query or body) an object of anyone else is answered 404."""
 
     @property
     def tenant(self) -> Tenant:
-        api_key = self.request.auth
-        if not isinstance(api_key, ApiKey):  # the permission class runs first; this is a guard
+        credential = self.request.auth
+        # The permission class runs first; this is a guard.
+        if not isinstance(credential, ApiKey | PersonCredential):
             raise exceptions.NotAuthenticated()
-        return api_key.tenant
+        return credential.tenant
 
     @property
-    def api_key(self) -> ApiKey:
-        api_key = self.request.auth
-        assert isinstance(api_key, ApiKey)
-        return api_key
+    def api_key(self) -> ApiKey | PersonCredential:
+        """The credential: a tenant's key, or a person-bound token (both answer has_scope)."""
+        credential = self.request.auth
+        assert isinstance(credential, ApiKey | PersonCredential)
+        return credential
+
+    @property
+    def person_credential(self) -> PersonCredential | None:
+        credential = self.request.auth
+        return credential if isinstance(credential, PersonCredential) else None
 
     @property
     def actor(self) -> Actor:
-        """Who is acting, for the audit log: the key, by its prefix."""
-        return Actor.api_key(self.api_key.prefix)
+        """Who is acting, for the audit log: the key by its prefix, or the token by its id."""
+        return credential_actor(self.api_key)
+
+    def check_permissions(self, request: Request) -> None:
+        # Before the scope check: another person's id is a 404 whatever the token's scopes
+        # (a 403 would say the id exists).
+        person = self.person_credential
+        if person is not None:
+            self._keep_to_person(request=request, person=person, path=self.kwargs)
+        super().check_permissions(request)
+
+    def _keep_to_person(
+        self, *, request: Request, person: PersonCredential, path: dict[str, Any]
+    ) -> None:
+        writing = request.method not in SAFE_METHODS
+        body = request.data if writing else None
+        owners = person_params()
+        query = [
+            (name, str(value)) for name, values in request.query_params.lists() for value in values
+        ]
+        for name, value in named_objects(path=path, query=query, body=body):
+            ownership = owners[name](self.tenant, value)
+            if ownership is Ownership.FOREIGN:
+                raise ResourceNotFound("Not found.")
+            if (
+                ownership is Ownership.SHARED
+                and writing
+                and not person.has_scope(ApiKeyScope.GLOBAL_MEMORY)
+            ):
+                raise InsufficientScope("Tenant-wide memory needs the global-memory scope.")
+        match = request.resolver_match
+        default = PERSON_DEFAULTS.get(match.url_name or "") if match else None
+        if (
+            writing
+            and default
+            and isinstance(body, dict)
+            and "user_id" not in body
+            and default(body)
+        ):
+            body["user_id"] = person.end_user.external_id
 
     def get_queryset(self) -> QuerySet[Any]:
         queryset = getattr(self, "queryset", None)

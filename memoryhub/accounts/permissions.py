@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import exceptions, permissions
 from rest_framework.request import Request
 
+from memoryhub.accounts.binding import PersonCredential
 from memoryhub.accounts.models import ApiKey, ApiKeyScope
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -22,7 +23,7 @@ class HasApiKeyScope(permissions.BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         api_key = request.auth
-        if not isinstance(api_key, ApiKey):
+        if not isinstance(api_key, ApiKey | PersonCredential):
             raise exceptions.NotAuthenticated("An API key is required.")
         needed = self.scopes_for(request=request, view=view)
         missing = [scope for scope in needed if not api_key.has_scope(scope)]

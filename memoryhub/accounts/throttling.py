@@ -13,6 +13,7 @@ from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
+from memoryhub.accounts.binding import PersonCredential
 from memoryhub.accounts.models import ApiKey
 from memoryhub.core.ratelimit import window_hit
 
@@ -39,7 +40,7 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
 
     def get_cache_key(self, request: Request, view: APIView) -> str | None:
         api_key = request.auth
-        if not isinstance(api_key, ApiKey):
+        if not isinstance(api_key, ApiKey | PersonCredential):
             return None  # no key, no per-key limit (the schema and docs are open)
         return f"rate:{self.scope}:{api_key.prefix}"
 

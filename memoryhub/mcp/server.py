@@ -24,7 +24,8 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from pydantic import ValidationError as ArgumentsInvalid
 from rest_framework import exceptions
 
-from memoryhub.accounts.models import Actor, ApiKey, Tenant
+from memoryhub.accounts.binding import PersonCredential, credential_actor
+from memoryhub.accounts.models import Actor, ApiKey, EndUser, Tenant
 from memoryhub.accounts.permissions import InsufficientScope
 from memoryhub.core.errors import api_exception_handler
 
@@ -47,24 +48,34 @@ INSTRUCTIONS = (
 
 @dataclass(frozen=True)
 class Caller:
-    """The credential behind a tool call: its tenant, and the actor its writes are audited as."""
+    """The credential behind a tool call: its tenant, and the actor its writes are audited as.
 
-    api_key: ApiKey
+    A person-bound token's tenant carries its person (accounts.binding): every lookup narrows
+    to them, and a tool naming anyone else gets not_found."""
+
+    api_key: ApiKey | PersonCredential
 
     @property
     def tenant(self) -> Tenant:
         return self.api_key.tenant
 
     @property
+    def person(self) -> EndUser | None:
+        """The person a person-bound token acts for; None for a tenant's key."""
+        credential = self.api_key
+        return credential.end_user if isinstance(credential, PersonCredential) else None
+
+    @property
     def actor(self) -> Actor:
-        return Actor.api_key(self.api_key.prefix)
+        return credential_actor(self.api_key)
 
 
 def caller(ctx: Context[Any, Any], *scopes: str) -> Caller:
-    """The authenticated key of this call, once it is known to hold every scope in `scopes`."""
-    # DRF's authentication (views.McpView) left the key on the Django request as `auth`.
+    """The authenticated key (or person-bound token) of this call, once it is known to hold
+    every scope in `scopes`."""
+    # DRF's authentication (views.McpView) left the credential on the Django request as `auth`.
     api_key = getattr(django_request(ctx), "auth", None)
-    if not isinstance(api_key, ApiKey):
+    if not isinstance(api_key, ApiKey | PersonCredential):
         raise exceptions.NotAuthenticated("An API key is required.")
     missing = [scope for scope in scopes if not api_key.has_scope(scope)]
     if missing:

@@ -14,10 +14,14 @@ Names (namespace `people_pages`):
     memory-edit     GET|POST /people/<user_id>/memories/<key>/edit/   (editors)
     memory-pin      POST /people/<user_id>/memories/<key>/pin/        pinned=true|false (editors)
     memory-delete   GET  /people/<user_id>/memories/<key>/delete/  confirmation; POST deletes
+    tokens          GET  /people/<user_id>/tokens/                    credentials section (htmx)
+    token-mint      POST /people/<user_id>/tokens/new/                shown once (editors)
+    token-revoke    POST /people/<user_id>/tokens/<jti>/revoke/       (editors), audited
 """
 
 from django.urls import URLPattern, path, register_converter
 
+from memoryhub.credentials import views as credential_views
 from memoryhub.people import views
 
 
@@ -49,6 +53,14 @@ urlpatterns: list[URLPattern] = [
         "<person:user_id>/memories/<str:key>/delete/",
         views.memory_delete_view,
         name="memory-delete",
+    ),
+    # The credentials section (memoryhub.credentials): person-bound tokens.
+    path("<person:user_id>/tokens/", credential_views.tokens_section, name="tokens"),
+    path("<person:user_id>/tokens/new/", credential_views.token_mint, name="token-mint"),
+    path(
+        "<person:user_id>/tokens/<str:jti>/revoke/",
+        credential_views.token_revoke,
+        name="token-revoke",
     ),
     path("<person:user_id>/", views.person_detail, name="detail"),
 ]

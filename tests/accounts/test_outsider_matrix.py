@@ -57,7 +57,9 @@ PARAM = re.compile(r"<(?:\w+:)?(\w+)>")
 @pytest.fixture
 def world(tenant, make_key) -> dict[str, Any]:
     """One of everything, made through the API by the owner, each text holding MARK."""
-    owner = client_for(make_key(tenant, scopes=["read", "write", "purge", "global-memory"])[1])
+    owner = client_for(
+        make_key(tenant, scopes=["read", "write", "purge", "global-memory", "mint"])[1]
+    )
     made = owner.post(
         "/api/v1/sessions/",
         {"user_id": "alice", "agent_id": "chat", "external_key": f"{MARK}:1"},
@@ -111,7 +113,10 @@ def world(tenant, make_key) -> dict[str, Any]:
         format="json",
     )
     assert task.status_code == 201, task.content
+    token = owner.post("/api/v1/users/alice/tokens/", {}, format="json")
+    assert token.status_code == 201, token.content
     return {
+        "jti": token.json()["jti"],
         "session_id": session_id,
         "user_id": "alice",
         "fact_id": fact.json()["id"],
@@ -152,6 +157,7 @@ PERSON_WRITES = {
     ("users/<str:user_id>/notes/clear/", "post"),
     ("users/<str:user_id>/memories/<str:key>/", "put"),
     ("users/<str:user_id>/memories/<str:key>/", "delete"),
+    ("users/<str:user_id>/tokens/", "post"),
     ("memories/<str:key>/", "put"),
     ("memories/<str:key>/", "delete"),
 }
@@ -160,6 +166,7 @@ PERSON_BODIES: dict[str, dict[str, Any]] = {
     "users/<str:user_id>/notes/daily/": {"content": "theirs"},
     "users/<str:user_id>/notes/clear/": {},
     "users/<str:user_id>/memories/<str:key>/": {"content": "theirs"},
+    "users/<str:user_id>/tokens/": {},
     "memories/<str:key>/": {"content": "theirs"},
 }
 # Collection routes: an outsider may call them; the answer must hold nothing of ours.
@@ -173,12 +180,23 @@ COLLECTION_BODIES: dict[tuple[str, str], dict[str, Any]] = {
         "sub_tasks": [f"sub-{MARK}"],
     },
     ("facts/", "post"): {"user_id": "alice", "content": "their own fact"},
+    ("tokens/rotate-secret/", "post"): {},
 }
 COLLECTION_QUERIES: dict[str, dict[str, str]] = {
     "messages/search/": {"q": MARK},
     "facts/search/": {"q": MARK},
 }
-PATH_VALUES = {"session_id", "user_id", "fact_id", "plan_id", "task_id", "subtask_id", "day", "key"}
+PATH_VALUES = {
+    "session_id",
+    "user_id",
+    "fact_id",
+    "plan_id",
+    "task_id",
+    "subtask_id",
+    "day",
+    "key",
+    "jti",
+}
 
 
 def _path(route: str, world: dict[str, Any]) -> str:
