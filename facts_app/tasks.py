@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import logging
-from typing import cast
+from typing import Any, cast
 
 from celery import Task, shared_task
 
 from facts_app import embedding
+from memoryhub.core.rls import system_task, tenant_task
 from memoryhub.llm import LLMPermanentError
 from memoryhub.llm.tasks import model_task_options
 
 logger = logging.getLogger(__name__)
 
 
+def _tenant_of_rows(self: Task, kind: str, tenant_id: int, *_: Any, **__: Any) -> int | None:
+    return int(tenant_id)
+
+
 @shared_task(**model_task_options(ignore_result=True))
+@tenant_task(_tenant_of_rows)
 def embed_rows(self: Task, kind: str, tenant_id: int, ids: list[int]) -> int | None:
     """Embed these facts, memories or notes (`kind`) if they still lack a vector of the current
     model; returns how many were stored.
@@ -39,6 +45,7 @@ def embed_rows(self: Task, kind: str, tenant_id: int, ids: list[int]) -> int | N
 
 
 @shared_task(acks_late=True, ignore_result=True)
+@system_task
 def embeddings_sweep() -> int:
     """Beat: embed facts, memories and notes of the last day that still lack a vector (their
     task was lost). Bounded per run; idempotent like embed_rows."""

@@ -5,19 +5,35 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 
 from celery import Task, shared_task
 
+from memoryhub.core.rls import system_task, tenant_task
 from memoryhub.llm import LLMPermanentError, LLMTransientError
 from memoryhub.llm.tasks import MODEL_TASK_MAX_RETRIES, model_task_options
 from sessions_app import embedding, extraction, summaries
+from sessions_app.models import Session
 
 logger = logging.getLogger(__name__)
 
 SUMMARIZE_MAX_RETRIES = MODEL_TASK_MAX_RETRIES
 
 
+def _session_tenant(self: Task, session_id: str, *_: Any, **__: Any) -> int | None:
+    # Row-level security (core.rls): a session's task runs scoped to the session's tenant.
+    try:
+        pk = uuid.UUID(str(session_id))
+    except ValueError:
+        return None
+    tenant_id: int | None = (
+        Session.objects.filter(pk=pk).values_list("tenant_id", flat=True).first()
+    )
+    return tenant_id
+
+
 @shared_task(**model_task_options())
+@tenant_task(_session_tenant)
 def summarize_session(self: Task, session_id: str, force: bool = False) -> int | None:
     """Fold a session's older messages into its next summary; returns the summary's through_seq.
 
@@ -47,6 +63,7 @@ def summarize_session(self: Task, session_id: str, force: bool = False) -> int |
 
 
 @shared_task(acks_late=True, ignore_result=True)
+@system_task
 def summaries_sweep() -> int:
     """Beat: re-enqueue summarization for sessions over the threshold whose task was lost.
     Idempotent: each session is claimed by a conditional update before it is enqueued."""
@@ -54,6 +71,7 @@ def summaries_sweep() -> int:
 
 
 @shared_task(**model_task_options())
+@tenant_task(_session_tenant)
 def extract_session_facts(self: Task, session_id: str) -> int | None:
     """Extract facts from the session's newest exchange; returns how many facts were stored.
 
@@ -81,12 +99,14 @@ def extract_session_facts(self: Task, session_id: str) -> int | None:
 
 
 @shared_task(acks_late=True, ignore_result=True)
+@system_task
 def extraction_sweep() -> int:
     """Beat: re-enqueue extraction requests whose task was lost."""
     return extraction.extraction_sweep()
 
 
 @shared_task(**model_task_options())
+@tenant_task(_session_tenant)
 def embed_session_messages(self: Task, session_id: str) -> int | None:
     """Embed the session's messages that have no vector of the current model yet; returns how
     many were embedded.
@@ -110,6 +130,26 @@ def embed_session_messages(self: Task, session_id: str) -> int | None:
 
 
 @shared_task(acks_late=True, ignore_result=True)
+@system_task
+def embed_appended_sessions(session_ids: list[str]) -> int:
+    """Enqueue `embed_session_messages` for each session a web process's appends requested
+    since its last batch (sessions_app.embedding.embedding_enqueue_after_append): the publishes
+    are the worker's, not the request's. Returns how many were enqueued. Run twice, it enqueues
+    twice, and each session's task is idempotent."""
+    enqueued = 0
+    for raw in session_ids:
+        try:
+            session_id = uuid.UUID(str(raw))
+        except ValueError:
+            logger.warning("embed_appended_sessions: not a session id: %r", raw)
+            continue
+        embedding.embedding_enqueue(session_id=session_id)
+        enqueued += 1
+    return enqueued
+
+
+@shared_task(acks_late=True, ignore_result=True)
+@system_task
 def embeddings_sweep() -> int:
     """Beat: re-enqueue embedding requests whose task was lost."""
     return embedding.embeddings_sweep()

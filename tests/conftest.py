@@ -17,6 +17,7 @@ from memoryhub.accounts.models import ApiKey, Membership, MembershipRole, Tenant
 from memoryhub.accounts.selectors import memory_policy_cache_clear
 from memoryhub.accounts.services import api_key_create
 from memoryhub.celery import app
+from memoryhub.core.rls import rls_system_scope
 from sessions_app import services
 from sessions_app.models import Session
 from sessions_app.recall import index_cache
@@ -64,6 +65,18 @@ def _fresh_cache(settings: Any) -> None:
     }
 
 
+@pytest.fixture(autouse=True)
+def _rls_system_scope(request: pytest.FixtureRequest) -> Iterator[None]:
+    # PostgreSQL's row-level security (memoryhub.core.rls): a test's own setup and assertions act
+    # for every tenant; each request, task and command it makes sets (and resets) its own scope.
+    if "_django_db_helper" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("_django_db_helper")
+    with rls_system_scope():
+        yield
+
+
 @pytest.fixture
 def tenant(db: None) -> Tenant:
     return TenantFactory(slug="acme")
@@ -96,7 +109,7 @@ def read_only_api(tenant: Tenant, make_key: Callable[..., tuple[ApiKey, str]]) -
 
 @pytest.fixture
 def outsider_api(other_tenant: Tenant, make_key: Callable[..., tuple[ApiKey, str]]) -> APIClient:
-    return client_for(make_key(other_tenant, scopes=["read", "write", "purge"])[1])
+    return client_for(make_key(other_tenant, scopes=["read", "write", "purge", "mint"])[1])
 
 
 @pytest.fixture

@@ -1,18 +1,64 @@
-"""The one place a request becomes a tenant's: `Authorization: Bearer mh_…` (or `X-API-Key`)."""
+"""The one place a request becomes a tenant's: `Authorization: Bearer mh_…` (or `X-API-Key`),
+or a person's: `Authorization: Bearer <a person-bound token>` (memoryhub.credentials)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from memoryhub.accounts.binding import PersonCredential
 from memoryhub.accounts.models import ApiKey, Tenant
 from memoryhub.accounts.selectors import ApiKeyInvalid, api_key_for_secret
 from memoryhub.accounts.services import api_key_mark_used
 from memoryhub.core.errors import TooManyFailedAuthentications
 from memoryhub.core.ratelimit import client_address, window_count, window_hit
+from memoryhub.core.rls import rls_for_tenant, rls_system_scope
+
+# A person-bound token's verifier (the credentials app registers it when it loads; the kernel
+# knows no token format): the presented token in, its credential out, ApiKeyInvalid if bad.
+TokenVerifier = Callable[[str], PersonCredential]
+_token_verifiers: list[TokenVerifier] = []
+
+
+def token_verifier_register(verifier: TokenVerifier) -> None:
+    if verifier not in _token_verifiers:
+        _token_verifiers.append(verifier)
+
+
+def _looks_like_token(presented: str) -> bool:
+    # A JWT is three base64url parts, its header a JSON object (`eyJ`); our keys start `mh_`.
+    return presented.startswith("eyJ") and presented.count(".") == 2
+
+
+def credential_for(presented: str) -> ApiKey | PersonCredential:
+    """The key or person-bound token `presented` is, or ApiKeyInvalid."""
+    # Row-level security: the tenant is what the lookup finds out, so it looks across tenants.
+    with rls_system_scope():
+        if _looks_like_token(presented) and _token_verifiers:
+            return _token_verifiers[0](presented)
+        return api_key_for_secret(presented=presented)
+
+
+@dataclass(frozen=True)
+class PersonPrincipal:
+    """What `request.user` is for a person-bound token."""
+
+    credential: PersonCredential
+
+    is_authenticated = True
+    is_anonymous = False
+    is_staff = False
+
+    @property
+    def tenant(self) -> Tenant:
+        return self.credential.tenant
+
+    def __str__(self) -> str:
+        return self.credential.prefix
 
 
 @dataclass(frozen=True)
@@ -36,7 +82,9 @@ class ApiKeyPrincipal:
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
-    def authenticate(self, request: Request) -> tuple[ApiKeyPrincipal, ApiKey] | None:
+    def authenticate(
+        self, request: Request
+    ) -> tuple[ApiKeyPrincipal, ApiKey] | tuple[PersonPrincipal, PersonCredential] | None:
         presented = self._presented_key(request)
         if presented is None:
             return None
@@ -51,11 +99,19 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             if failures.count >= limit:
                 raise TooManyFailedAuthentications(wait=failures.retry_after)
         try:
-            api_key = api_key_for_secret(presented=presented)
+            credential = credential_for(presented)
         except ApiKeyInvalid as error:
             if limit:
                 window_hit(key=failures_key, window_seconds=window_seconds)
             raise exceptions.AuthenticationFailed(error.reason) from None
+        if isinstance(credential, PersonCredential):
+            # The tenant, bound to the person: what every query of this request narrows by
+            # (and what a row-level-security setting would be taken from).
+            request.tenant = credential.tenant  # type: ignore[attr-defined]
+            rls_for_tenant(credential.tenant)
+            return PersonPrincipal(credential), credential
+        api_key = credential
+        rls_for_tenant(api_key.tenant)
         api_key_mark_used(
             api_key=api_key, resolution_seconds=settings.API_KEY_LAST_USED_RESOLUTION_SECONDS
         )

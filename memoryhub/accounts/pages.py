@@ -22,6 +22,7 @@ from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
 from memoryhub.accounts.models import Actor, Membership, MembershipRole, Tenant
+from memoryhub.core.rls import rls_for_tenant
 
 SESSION_TENANT_KEY = "memoryhub.tenant_id"
 
@@ -74,6 +75,7 @@ def tenant_page(*, editor: bool = False) -> Callable[[View], View]:
             if membership is None:
                 return render(request, "accounts/no_tenant.html", status=403)
             request.tenant = membership.tenant  # type: ignore[attr-defined]
+            rls_for_tenant(membership.tenant)
             request.membership = membership  # type: ignore[attr-defined]
             request.can_edit = membership_can_edit(membership)  # type: ignore[attr-defined]
             if editor and not membership_can_edit(membership):

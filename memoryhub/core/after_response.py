@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from memoryhub.core.rls import rls_current, rls_restored
+
 logger = logging.getLogger(__name__)
 
 _pending = threading.local()
@@ -25,7 +27,14 @@ def after_response(work: Callable[[], None]) -> None:
     if queue is None:
         work()
     else:
-        queue.append(work)
+        # The request's row-level-security scope is gone by then (core.rls): take it along.
+        scope = rls_current()
+
+        def scoped() -> None:
+            with rls_restored(scope):
+                work()
+
+        queue.append(scoped)
 
 
 def request_started(**_: Any) -> None:

@@ -9,6 +9,7 @@ from celery import shared_task
 from django.conf import settings
 
 from memoryhub.core.locks import exclusive_run
+from memoryhub.core.rls import system_task
 from memoryhub.retention import prune
 
 logger = logging.getLogger(__name__)
@@ -25,6 +26,7 @@ RETENTION_LOCK = "memoryhub-retention-cleanup"
     soft_time_limit=max(60, int(settings.CLEANUP_INTERVAL_SECONDS * 0.8)),
     time_limit=max(90, int(settings.CLEANUP_INTERVAL_SECONDS * 0.9)),
 )
+@system_task
 def retention_cleanup() -> dict[str, dict[str, int]] | None:
     """Beat (hourly by default): apply every tenant's retention policy.
 

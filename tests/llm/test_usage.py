@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from memoryhub.core.rls import rls_scope
 from memoryhub.llm import Completion
 from memoryhub.llm.models import LlmUsage, LlmUsagePurpose
 from memoryhub.llm.usage import llm_usage_record
@@ -81,10 +82,12 @@ def test_concurrent_increments_are_not_lost():
     def record():
         try:
             barrier.wait()
-            for _ in range(calls_each):
-                llm_usage_record(
-                    tenant_id=tenant.id, completion=completion(10, 1), purpose="summary"
-                )
+            # A thread's connection starts unscoped (row-level security, core.rls): as a task.
+            with rls_scope(tenant_id=tenant.id):
+                for _ in range(calls_each):
+                    llm_usage_record(
+                        tenant_id=tenant.id, completion=completion(10, 1), purpose="summary"
+                    )
         except Exception as exc:  # surfaced below: a thread's exception is otherwise lost
             errors.append(exc)
         finally:

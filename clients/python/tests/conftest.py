@@ -14,6 +14,7 @@ from memoryhub_client import MemoryHub
 from memoryhub.accounts.models import Tenant
 from memoryhub.accounts.selectors import memory_policy_cache_clear
 from memoryhub.accounts.services import api_key_create
+from memoryhub.core.rls import rls_system_scope
 
 ALL_SCOPES = ["read", "write", "purge", "global-memory"]
 HERE = Path(__file__).parent
@@ -31,6 +32,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _fresh_memory_policies() -> None:
     # As in tests/conftest.py: SQLite reuses tenant ids, so start with an empty policy cache.
     memory_policy_cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def _rls_system_scope(request: pytest.FixtureRequest) -> Iterator[None]:
+    # As in tests/conftest.py: the test's own setup acts for every tenant (core.rls); the
+    # server's requests scope themselves.
+    if "_django_db_helper" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("_django_db_helper")
+    with rls_system_scope():
+        yield
 
 
 @pytest.fixture
