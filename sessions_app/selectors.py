@@ -9,7 +9,18 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from django.db import connections, router
-from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    Count,
+    F,
+    Func,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+)
 from django.db.models.functions import Coalesce
 
 from memoryhub.accounts.models import Tenant
@@ -279,4 +290,91 @@ def message_search(
     by_id = Message.objects.for_tenant(tenant).in_bulk([item.id for item in scored])
     return [
         MessageHit(message=by_id[item.id], score=item.score) for item in scored if item.id in by_id
+    ]
+
+
+# --- what a session stores (seed 000's list_files) ----------------------------------------------
+
+
+class OctetLength(Func):
+    """The size of a text or JSON column in bytes (UTF-8), computed by the database."""
+
+    template = "length(CAST(%(expressions)s AS BLOB))"  # SQLite
+    output_field = IntegerField()
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
+        return self.as_sql(
+            compiler,
+            connection,
+            template="octet_length((%(expressions)s)::text)",
+            **extra_context,
+        )
+
+
+@dataclass(frozen=True)
+class StoredKind:
+    kind: str
+    count: int
+    bytes: int
+    last_changed_at: dt.datetime | None
+    tokens: int | None = None
+
+
+def session_storage(*, session: Session) -> list[StoredKind]:
+    """What a session stores, per kind: how many rows, their size in bytes (message content,
+    state values, summary text, plan and task state and data), and the latest change.
+
+    One aggregate query per kind, whatever the session holds; each reads the session's rows
+    along an index on the session (the size needs every row's text, so its cost grows with
+    the session, bounded by retention and the transcript cap)."""
+
+    def aggregate(queryset: QuerySet[Any], *, size: Any, changed: str) -> dict[str, Any]:
+        return queryset.order_by().aggregate(
+            rows=Count("pk"), size=Coalesce(Sum(size), 0), changed=Max(changed)
+        )
+
+    messages = aggregate(
+        Message.objects.filter(tenant_id=session.tenant_id, session=session),
+        size=OctetLength("content"),
+        changed="created_at",
+    )
+    state = aggregate(
+        StateEntry.objects.filter(tenant_id=session.tenant_id, session=session),
+        size=OctetLength("value"),
+        changed="updated_at",
+    )
+    summaries = aggregate(
+        Summary.objects.filter(tenant_id=session.tenant_id, session=session),
+        size=OctetLength("text"),
+        changed="created_at",
+    )
+    plans = aggregate(
+        Plan.objects.filter(tenant_id=session.tenant_id, session=session),
+        size=OctetLength("state") + OctetLength("goal_data"),
+        changed="updated_at",
+    )
+    tasks = aggregate(
+        TaskContext.objects.filter(tenant_id=session.tenant_id, session=session),
+        size=OctetLength("state") + OctetLength("data"),
+        changed="updated_at",
+    )
+    return [
+        StoredKind(
+            kind="messages",
+            count=messages["rows"],
+            bytes=messages["size"],
+            last_changed_at=messages["changed"],
+            tokens=session.token_count,
+        ),
+        *(
+            StoredKind(
+                kind=kind, count=row["rows"], bytes=row["size"], last_changed_at=row["changed"]
+            )
+            for kind, row in (
+                ("state", state),
+                ("summaries", summaries),
+                ("plans", plans),
+                ("task_contexts", tasks),
+            )
+        ),
     ]

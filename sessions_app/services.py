@@ -12,6 +12,12 @@ from django.utils import timezone
 
 from memoryhub.accounts.idempotency import idempotency_responses_erase
 from memoryhub.accounts.models import Actor, AuditAction, EndUser, Tenant
+from memoryhub.accounts.redaction import (
+    redact_for_write,
+    redact_tool_calls,
+    redaction_on_anywhere,
+    tool_calls_with,
+)
 from memoryhub.accounts.selectors import memory_disabled_anywhere, memory_policy_for
 from memoryhub.accounts.services import (
     audited_delete,
@@ -19,11 +25,10 @@ from memoryhub.accounts.services import (
     end_user_hold,
     end_user_recall_touch,
 )
-from memoryhub.core.after_response import after_response
 from memoryhub.core.errors import Conflict, InvalidInput, ResourceNotFound
 from memoryhub.core.locks import DELETE_RERUN_SQLSTATES, rows_hold, rows_lock, run_rerunning
 from memoryhub.core.tokens import count_tokens
-from sessions_app.embedding import embedding_enabled, embedding_enqueue
+from sessions_app.embedding import embedding_enabled, embedding_enqueue_after_append
 from sessions_app.extraction import extraction_enabled, extraction_request
 from sessions_app.models import Message, MessageRole, Plan, Session, StateEntry, TaskContext
 from sessions_app.summaries import summary_due, summary_request
@@ -102,7 +107,13 @@ def session_create_or_get(
     except IntegrityError:
         existing = _session_by_external_key(tenant=tenant, external_key=external_key)
         if existing is None:
-            raise
+            if tenant.person is None:
+                raise
+            # Held by a session a person-bound token cannot see: another person's.
+            raise Conflict(
+                "This external_key already belongs to a session of another user.",
+                code="external_key_conflict",
+            ) from None
         _check_same_owner(existing=existing, end_user=end_user)
         return existing, False
     return session, True
@@ -258,6 +269,7 @@ def message_append_batch(
     times, first_given = _message_times(messages=messages, now=now)
     if not memory_enabled_for_session(tenant=tenant, session_id=session_id):
         return []
+    messages = messages_redacted(tenant=tenant, session_id=session_id, messages=messages)
     counted = message_inputs_counted(messages=messages)
     tokens = sum(item.token_count or 0 for item in counted)
     with transaction.atomic():
@@ -284,8 +296,7 @@ def message_append_batch(
             summary_request(session_id=session_id)
         if claim.embedding_requested:
             transaction.on_commit(
-                lambda: after_response(lambda: embedding_enqueue(session_id=session_id)),
-                robust=True,
+                lambda: embedding_enqueue_after_append(session_id=session_id), robust=True
             )
         if (
             claim.extraction_requested_at is None
@@ -312,6 +323,59 @@ def message_append_batch(
                 for offset, item in enumerate(counted)
             ]
         )
+
+
+def messages_redacted(
+    *, tenant: Tenant, session_id: uuid.UUID, messages: list[MessageInput]
+) -> list[MessageInput]:
+    """The messages as the session's redaction policy wants them stored (accounts.redaction):
+    contents and tool call arguments masked, or RedactedContentRefused. With redaction off
+    everywhere in the tenant (the default) they come back as given, at no query."""
+    if not redaction_on_anywhere(tenant_id=tenant.pk):
+        return messages
+    agent_id = (
+        Session.objects.for_tenant(tenant)
+        .filter(pk=session_id)
+        .values_list("agent_id", flat=True)
+        .first()
+    )
+    if agent_id is None:
+        raise ResourceNotFound("No such session.")
+    values: dict[str, str] = {}
+    for index, item in enumerate(messages):
+        # Named as the API names the fields: a batch's by message index.
+        prefix = f"messages.{index}." if len(messages) > 1 else ""
+        values[f"{prefix}content"] = item.content
+        for name, text in redact_tool_calls(tool_calls=item.tool_calls).items():
+            values[f"{prefix}{name}"] = text
+    masked = redact_for_write(
+        tenant_id=tenant.pk,
+        values=values,
+        object_type="message",
+        object_id=str(session_id),
+        agent_id=agent_id,
+    )
+    if masked == values:
+        return messages
+    redacted: list[MessageInput] = []
+    for index, item in enumerate(messages):
+        prefix = f"messages.{index}." if len(messages) > 1 else ""
+        calls = {
+            name.removeprefix(prefix): text
+            for name, text in masked.items()
+            if name.startswith(f"{prefix}tool_calls.")
+        }
+        content = masked[f"{prefix}content"]
+        redacted.append(
+            replace(
+                item,
+                content=content,
+                tool_calls=tool_calls_with(tool_calls=item.tool_calls, values=calls),
+                # Counted again: the stored text is the masked one.
+                token_count=item.token_count if content == item.content else None,
+            )
+        )
+    return redacted
 
 
 def _message_times(
@@ -451,7 +515,9 @@ def state_set(
     policy = memory_policy_for(tenant=tenant, agent_id=session.agent_id)
     if not policy.memory_enabled:
         return None, False, []
-    cap = policy.state_cap if cap is None else cap
+    if cap is None:
+        # An imported store may have kept more keys than the policy allows (Session.state_cap).
+        cap = max(policy.state_cap, session.state_cap or 0)
     position = session.state_clock + 1
     now = timezone.now()
     entry, created = StateEntry.objects.update_or_create(

@@ -26,6 +26,7 @@ from memoryhub.accounts.models import (
     default_summary_keep_recent,
     default_summary_threshold_tokens,
 )
+from memoryhub.accounts.redaction import redact_for_write
 from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.tokens import count_tokens
@@ -63,6 +64,7 @@ def summary_due(
     and holds messages older than the kept-recent ones, so that a run has something to fold."""
     return (
         policy.memory_enabled
+        and policy.enable_summarization
         and token_count - summarized_tokens > policy.summary_threshold_tokens
         and last_seq - policy.summary_keep_recent > summarized_seq
     )
@@ -178,9 +180,11 @@ def _sessions_over_their_threshold() -> QuerySet[Session]:
             policy_threshold=policy_value("summary_threshold_tokens", default_threshold),
             policy_keep_recent=policy_value("summary_keep_recent", default_summary_keep_recent()),
             policy_enabled=policy_value("memory_enabled", True),
+            policy_summarizes=policy_value("enable_summarization", True),
         )
         .filter(
             policy_enabled=True,
+            policy_summarizes=True,
             token_count__gt=F("summarized_tokens") + F("policy_threshold"),
             last_seq__gt=F("summarized_seq") + F("policy_keep_recent"),
         )
@@ -201,7 +205,9 @@ class _Fold:
 
 def _fold_for(*, session: Session, force: bool) -> _Fold | None:
     policy = _policy(session=session)
-    if not policy.memory_enabled:
+    if not policy.memory_enabled or not policy.enable_summarization:
+        # Off is off, forced or not (seed 001's enable_summarization): POST …/summarize/
+        # refuses before queueing, so this only meets a task queued before the switch.
         return None
     if not force and not session_summary_due(session=session):
         return None
@@ -259,6 +265,16 @@ def session_summarize(*, session_id: uuid.UUID, force: bool = False) -> Summary 
             max_tokens=SUMMARY_MAX_TOKENS,
         )
         text, model = completion.text, completion.model[:LLM_MODEL_NAME_MAX_LENGTH]
+    # The model may repeat what older messages held: masked like them, never refused (no
+    # client to answer here).
+    text = redact_for_write(
+        tenant_id=session.tenant_id,
+        values={"text": text},
+        object_type="summary",
+        object_id=str(session.pk),
+        agent_id=session.agent_id,
+        never_refuse=True,
+    )["text"]
     summary = _summary_store(session=session, fold=fold, text=text, model=model)
     if completion is not None:
         # The call was made (and paid for) even when another worker's row won.
@@ -303,20 +319,30 @@ def _summary_store(*, session: Session, fold: _Fold, text: str, model: str) -> S
 
 
 @transaction.atomic
-def summary_set(*, tenant: Tenant, session_id: uuid.UUID, text: str) -> Summary:
+def summary_set(*, tenant: Tenant, session_id: uuid.UUID, text: str) -> Summary | None:
     """Set the summary by hand: it covers everything up to the session's last message.
 
     PUT semantics: when the current summary already ends at last_seq (nothing appended since),
-    its text is replaced rather than refused, so repeating a PUT is harmless.
+    its text is replaced rather than refused, so repeating a PUT is harmless. None when the
+    session's memory policy is off: nothing is written and nothing fails, as for every write.
     """
     session = (
         Session.objects.select_for_update()
         .filter(tenant=tenant, pk=session_id)
-        .only("tenant_id", "last_seq", "token_count")
+        .only("tenant_id", "agent_id", "last_seq", "token_count")
         .first()
     )
     if session is None:
         raise ResourceNotFound("No such session.")
+    if not _policy(session=session).memory_enabled:
+        return None
+    text = redact_for_write(
+        tenant_id=tenant.pk,
+        values={"text": text},
+        object_type="summary",
+        object_id=str(session_id),
+        agent_id=session.agent_id,
+    )["text"]
     summary, _ = Summary.objects.update_or_create(
         session=session,
         through_seq=session.last_seq,

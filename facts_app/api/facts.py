@@ -18,15 +18,24 @@ from facts_app.selectors.facts import (
     fact_list_for_tenant,
     fact_search_result,
 )
-from facts_app.services.facts import fact_create, fact_delete, fact_update
+from facts_app.services.facts import (
+    FACT_EXTERNAL_ID_KEY,
+    FACT_EXTERNAL_ID_MAX_LENGTH,
+    fact_create,
+    fact_delete,
+    fact_external_id,
+    fact_update,
+)
 from memoryhub.accounts.api import LimitCursorPagination, TenantScopedAPIView
 from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ApiKeyScope
 from memoryhub.accounts.permissions import InsufficientScope
+from memoryhub.accounts.redaction import rows_redacted, search_redactor
 from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.fields import StrictCharField, StrictUUIDField
 from memoryhub.core.limits import validate_json_value, validate_text_size
 from memoryhub.core.search import EmptySearchQuery
+from memoryhub.core.serializers import StrictInputSerializer
 
 TAG_MAX_LENGTH = 64
 TAGS_MAX = 32
@@ -43,7 +52,7 @@ class TagListField(serializers.ListField):
         super().__init__(max_length=TAGS_MAX, **kwargs)
 
 
-class FactInputSerializer(serializers.Serializer[Any]):
+class FactInputSerializer(StrictInputSerializer):
     content = StrictCharField(trim_whitespace=False)
     user_id = StrictCharField(required=False, allow_null=True, max_length=END_USER_ID_MAX_LENGTH)
     tags = TagListField(required=False)
@@ -56,6 +65,45 @@ class FactInputSerializer(serializers.Serializer[Any]):
     supersedes = serializers.IntegerField(
         required=False, allow_null=True, help_text="Id of an older fact this one replaces."
     )
+    external_id = StrictCharField(
+        required=False,
+        max_length=FACT_EXTERNAL_ID_MAX_LENGTH,
+        help_text=(
+            "The caller's own id for the fact (an import, a backfill; seed 004's fact ids): "
+            "unique per tenant, kept as metadata.external_id. A retry with the same id, person "
+            "and text returns the stored fact (200); the id on another fact is a 409 "
+            "`fact_id_conflict`."
+        ),
+    )
+    created_at = serializers.DateTimeField(
+        required=False,
+        help_text=(
+            "When the fact was learnt, for a caller that knows (an import, a backfill): ISO "
+            "8601, naive = UTC, not in the future (`created_at_in_future`). Default: now."
+        ),
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # metadata.external_id is where the id is kept: sent there, it is the id (never a free
+        # key that would skip the uniqueness check), and it must agree with `external_id`.
+        in_metadata = (attrs.get("metadata") or {}).get(FACT_EXTERNAL_ID_KEY)
+        if in_metadata is not None:
+            if not isinstance(in_metadata, str) or not in_metadata:
+                raise serializers.ValidationError(
+                    {"metadata": ["metadata.external_id must be a non-empty string."]},
+                    code="invalid",
+                )
+            if attrs.setdefault("external_id", in_metadata) != in_metadata:
+                raise serializers.ValidationError(
+                    {
+                        "external_id": [
+                            serializers.ErrorDetail(
+                                "Differs from metadata.external_id.", code="external_id_mismatch"
+                            )
+                        ]
+                    }
+                )
+        return attrs
 
     def validate_content(self, value: str) -> str:
         if not value.strip():
@@ -63,7 +111,7 @@ class FactInputSerializer(serializers.Serializer[Any]):
         return validate_text_size(value, limit_name="FACT_CONTENT_MAX_BYTES", what="content")
 
 
-class FactPatchSerializer(serializers.Serializer[Any]):
+class FactPatchSerializer(StrictInputSerializer):
     content = StrictCharField(required=False, trim_whitespace=False)
     tags = TagListField(required=False)
     metadata = serializers.DictField(required=False, validators=[_metadata_validator])
@@ -74,6 +122,9 @@ class FactPatchSerializer(serializers.Serializer[Any]):
 
 class FactOutputSerializer(serializers.ModelSerializer[Fact]):
     user_id = serializers.SerializerMethodField()
+    external_id = serializers.SerializerMethodField(
+        help_text="The caller's own id for the fact, if it gave one (metadata.external_id)."
+    )
     superseded_by: serializers.PrimaryKeyRelatedField[Fact] = serializers.PrimaryKeyRelatedField(
         read_only=True, allow_null=True
     )
@@ -82,6 +133,7 @@ class FactOutputSerializer(serializers.ModelSerializer[Fact]):
         model = Fact
         fields = [
             "id",
+            "external_id",
             "user_id",
             "content",
             "tags",
@@ -97,6 +149,9 @@ class FactOutputSerializer(serializers.ModelSerializer[Fact]):
 
     def get_user_id(self, fact: Fact) -> str | None:
         return fact.end_user.external_id if fact.end_user else None
+
+    def get_external_id(self, fact: Fact) -> str | None:
+        return fact_external_id(fact)
 
 
 class FactSearchSignalsSerializer(serializers.Serializer[Any]):
@@ -225,8 +280,19 @@ class FactListView(TenantScopedAPIView):
         summary="Store a fact (a repeated text for the same person returns the existing fact)",
         request=FactInputSerializer,
         responses={
-            200: OpenApiResponse(FactOutputSerializer, description="Existing fact"),
+            200: OpenApiResponse(
+                FactOutputSerializer,
+                description=(
+                    "Existing fact (the same text for the person, or a retry by external_id)"
+                ),
+            ),
             201: OpenApiResponse(FactOutputSerializer, description="New fact"),
+            409: OpenApiResponse(
+                description=(
+                    "`fact_id_conflict`: external_id is another fact's; `duplicate_fact`: this "
+                    "text is already stored for the person under another external_id."
+                )
+            ),
         },
     )
     def post(self, request: Request) -> Response:
@@ -319,6 +385,8 @@ class FactSearchView(TenantScopedAPIView):
             raise serializers.ValidationError({"q": [str(error)]}, code="empty_query") from None
         # One many=True serializer: DRF builds a serializer's fields per instance otherwise.
         facts = FactOutputSerializer([hit.fact for hit in found.hits], many=True).data
+        # Facts stored before the policy's redaction was switched on are masked on the way out.
+        rows_redacted(list(facts), redact=search_redactor(tenant_id=self.tenant.pk))
         return Response(
             {
                 "mode": found.mode,

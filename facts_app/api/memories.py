@@ -6,7 +6,12 @@ import re
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -23,10 +28,11 @@ from facts_app.services.memories import memory_delete, memory_save
 from memoryhub.accounts.api import TenantScopedAPIView
 from memoryhub.accounts.models import ApiKeyScope, EndUser
 from memoryhub.accounts.permissions import InsufficientScope
-from memoryhub.accounts.selectors import end_user_get_for_tenant
+from memoryhub.accounts.selectors import end_user_get_for_tenant, memory_policy_for
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.fields import StrictCharField, StrictUUIDField
 from memoryhub.core.limits import validate_text_size
+from memoryhub.core.serializers import StrictInputSerializer
 
 _KEY = re.compile(MEMORY_KEY_PATTERN)
 
@@ -45,7 +51,7 @@ def validated_memory_key(key: str) -> str:
     raise serializers.ValidationError({"key": [serializers.ErrorDetail(message, code)]})
 
 
-class MemoryInputSerializer(serializers.Serializer[Any]):
+class MemoryInputSerializer(StrictInputSerializer):
     content = StrictCharField(trim_whitespace=False)
     pinned = serializers.BooleanField(required=False)
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
@@ -99,6 +105,22 @@ USER_ID = OpenApiParameter("user_id", OpenApiTypes.STR, OpenApiParameter.PATH)
 KEY = OpenApiParameter("key", OpenApiTypes.STR, OpenApiParameter.PATH)
 
 
+USER_MEMORIES_OFF_BODY = {
+    "stored": False,
+    "reason": "user_memories_off",
+    "detail": (
+        "Personal memories are off in the tenant's memory policy (enable_user_memories); "
+        "nothing was stored."
+    ),
+}
+
+
+class StoredNotSerializer(serializers.Serializer[Any]):
+    stored = serializers.BooleanField()
+    reason = serializers.CharField()
+    detail = serializers.CharField()
+
+
 class _MemoryView(TenantScopedAPIView):
     """Shared by the per-person and the tenant-wide routes: `user_id` None means tenant-wide."""
 
@@ -148,13 +170,26 @@ class UserMemoryDetailView(_MemoryView):
         summary="Save a memory under a key; an earlier text is kept in its versions",
         parameters=[USER_ID, KEY],
         request=MemoryInputSerializer,
-        responses={200: MemoryOutputSerializer, 201: MemoryOutputSerializer},
+        responses={
+            200: MemoryOutputSerializer,
+            201: MemoryOutputSerializer,
+            202: OpenApiResponse(
+                StoredNotSerializer,
+                description=(
+                    "`user_memories_off`: the tenant's policy turns personal memories off "
+                    "(seed 001's enable_user_memories): accepted, nothing stored."
+                ),
+            ),
+        },
     )
     def put(self, request: Request, key: str, user_id: str | None = None) -> Response:
         self.check_global_write()
         memory_key = validated_memory_key(key)
         data = MemoryInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        if not self.tenant_wide and not memory_policy_for(tenant=self.tenant).enable_user_memories:
+            # Bad input is still a 400 (above); the person is neither created nor written to.
+            return Response(USER_MEMORIES_OFF_BODY, status=status.HTTP_202_ACCEPTED)
         fields = dict(data.validated_data)
         clear_expires_at = "expires_at" in fields and fields["expires_at"] is None
         memory, created = memory_save(
@@ -225,6 +260,8 @@ class TenantMemoryListView(UserMemoryListView):
         operation_id="tenant_memories_save",
         summary="Save a tenant-wide memory (needs the global-memory scope)",
         parameters=[NO_USER_ID],
+        # enable_user_memories is about personal memories: tenant-wide ones are always stored.
+        responses={200: MemoryOutputSerializer, 201: MemoryOutputSerializer},
     ),
     delete=extend_schema(operation_id="tenant_memories_delete", parameters=[NO_USER_ID]),
 )

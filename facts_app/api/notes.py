@@ -38,6 +38,7 @@ from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.fields import StrictCharField
 from memoryhub.core.limits import limit, validate_text_size
+from memoryhub.core.serializers import StrictInputSerializer
 
 QUERY_MAX_LENGTH = 1000
 
@@ -48,12 +49,12 @@ def _content_size(value: str) -> None:
     validate_text_size(value, limit_name="NOTE_CONTENT_MAX_BYTES", what="content")
 
 
-class NoteLongTermInputSerializer(serializers.Serializer[Any]):
+class NoteLongTermInputSerializer(StrictInputSerializer):
     # Stored exactly as sent (no trimming); "" is allowed and means an empty document.
     content = StrictCharField(allow_blank=True, trim_whitespace=False, validators=[_content_size])
 
 
-class NoteDailyInputSerializer(serializers.Serializer[Any]):
+class NoteDailyInputSerializer(StrictInputSerializer):
     content = StrictCharField(trim_whitespace=False, validators=[_content_size])
     day = serializers.DateField(
         required=False, help_text="YYYY-MM-DD; today (UTC) when omitted. At most tomorrow."

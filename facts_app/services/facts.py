@@ -16,8 +16,10 @@ from facts_app.embedding import vectors_request
 from facts_app.models import Fact, FactVector
 from memoryhub.accounts.models import Actor, EndUser, Tenant
 from memoryhub.accounts.provenance import source_session_check
+from memoryhub.accounts.redaction import redact_for_write
 from memoryhub.accounts.services import audited_delete, end_user_hold
-from memoryhub.core.errors import Conflict
+from memoryhub.core.errors import Conflict, InvalidInput
+from memoryhub.core.locks import name_lock
 
 _SPACE = re.compile(r"\s+")
 
@@ -92,6 +94,42 @@ def _existing(*, tenant: Tenant, end_user: EndUser | None, content_hash: str) ->
     )
 
 
+# Where a caller's own id for a fact is kept (seed 004's fact ids, an importer's source ids):
+# in the fact's metadata, unique per tenant, kept through a metadata PATCH.
+FACT_EXTERNAL_ID_KEY = "external_id"
+FACT_EXTERNAL_ID_MAX_LENGTH = 255
+# A caller's clock may run a little ahead of ours (as for messages' created_at).
+CREATED_AT_CLOCK_SKEW = dt.timedelta(minutes=5)
+
+
+def fact_external_id(fact: Fact) -> str | None:
+    value = fact.metadata.get(FACT_EXTERNAL_ID_KEY) if isinstance(fact.metadata, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _by_external_id(*, tenant: Tenant, external_id: str) -> Fact | None:
+    return (
+        Fact.objects.for_tenant(tenant)
+        .filter(**{f"metadata__{FACT_EXTERNAL_ID_KEY}": external_id})
+        .select_related("end_user")
+        .order_by("pk")
+        .first()
+    )
+
+
+def fact_created_at_checked(created_at: dt.datetime | None) -> dt.datetime | None:
+    """A caller's `created_at` (a backfill, an import): not in the future; up to
+    CREATED_AT_CLOCK_SKEW ahead is stored as now."""
+    if created_at is None:
+        return None
+    now = timezone.now()
+    if created_at > now + CREATED_AT_CLOCK_SKEW:
+        raise InvalidInput(
+            field="created_at", message="created_at is in the future.", code="created_at_in_future"
+        )
+    return min(created_at, now)
+
+
 def fact_create(
     *,
     tenant: Tenant,
@@ -103,17 +141,111 @@ def fact_create(
     source_message_ids: list[int] | None = None,
     valid_until: dt.datetime | None = None,
     supersedes: Fact | None = None,
+    external_id: str | None = None,
+    created_at: dt.datetime | None = None,
+    redaction_refuses: bool = True,
 ) -> tuple[Fact, bool]:
     """Store a fact, or return the one with the same normalised text for that person.
 
     `supersedes` marks an older fact as replaced by this one (it stays, with superseded_by and
     valid_until set) instead of deleting it.
+
+    A caller that owns the fact's identity (an import, a backfill) may give `external_id`
+    (unique per tenant, kept as metadata["external_id"]) and `created_at` (not in the future).
+    A retry (the same id, person and text) returns the stored fact; the id on another fact,
+    or this text already stored under another id, is a Conflict. A fact found by its text
+    without an id takes the given one. `created_at` only dates a fact this call creates.
+
+    The content is masked or refused as the tenant's redaction policy says (accounts.redaction);
+    `redaction_refuses=False` masks even under "refuse" (facts the extraction writes).
     """
     source_session_check(tenant=tenant, session_id=source_session_id)
+    created_at = fact_created_at_checked(created_at)
+    content = redact_for_write(
+        tenant_id=tenant.pk,
+        values={"content": content},
+        object_type="fact",
+        object_id=end_user.external_id if end_user else "",
+        never_refuse=not redaction_refuses,
+    )["content"]
     content_hash = fact_content_hash(content)
+    if external_id is not None:
+        metadata = {**(metadata or {}), FACT_EXTERNAL_ID_KEY: external_id}
+        with transaction.atomic():
+            # Two writers of one id queue here; the lookup below then sees the first one's.
+            name_lock(f"fact-external-id:{tenant.pk}:{external_id}")
+            found = _by_external_id(tenant=tenant, external_id=external_id)
+            if found is not None:
+                if found.end_user_id == (end_user.pk if end_user else None) and (
+                    found.content_hash == content_hash
+                ):
+                    return found, False
+                raise Conflict(
+                    f"Fact id {external_id!r} is already another fact's (id {found.pk}).",
+                    code="fact_id_conflict",
+                )
+            existing = _existing(tenant=tenant, end_user=end_user, content_hash=content_hash)
+            if existing is not None:
+                return _adopt_external_id(fact=existing, external_id=external_id), False
+            return _fact_insert(
+                tenant=tenant,
+                end_user=end_user,
+                content=content,
+                content_hash=content_hash,
+                tags=tags,
+                metadata=metadata,
+                source_session_id=source_session_id,
+                source_message_ids=source_message_ids,
+                valid_until=valid_until,
+                supersedes=supersedes,
+                created_at=created_at,
+            )
     existing = _existing(tenant=tenant, end_user=end_user, content_hash=content_hash)
     if existing is not None:
         return existing, False
+    return _fact_insert(
+        tenant=tenant,
+        end_user=end_user,
+        content=content,
+        content_hash=content_hash,
+        tags=tags,
+        metadata=metadata,
+        source_session_id=source_session_id,
+        source_message_ids=source_message_ids,
+        valid_until=valid_until,
+        supersedes=supersedes,
+        created_at=created_at,
+    )
+
+
+def _adopt_external_id(*, fact: Fact, external_id: str) -> Fact:
+    current = fact_external_id(fact)
+    if current == external_id:
+        return fact
+    if current is not None:
+        raise Conflict(
+            f"This person already has this fact (id {fact.pk}) under the id {current!r}.",
+            code="duplicate_fact",
+        )
+    fact.metadata = {**fact.metadata, FACT_EXTERNAL_ID_KEY: external_id}
+    fact.save(update_fields=["metadata", "updated_at"])
+    return fact
+
+
+def _fact_insert(
+    *,
+    tenant: Tenant,
+    end_user: EndUser | None,
+    content: str,
+    content_hash: str,
+    tags: list[str] | None,
+    metadata: dict[str, Any] | None,
+    source_session_id: uuid.UUID | None,
+    source_message_ids: list[int] | None,
+    valid_until: dt.datetime | None,
+    supersedes: Fact | None,
+    created_at: dt.datetime | None,
+) -> tuple[Fact, bool]:
     tag_list = list(dict.fromkeys(tags or []))
     try:
         with transaction.atomic():
@@ -133,6 +265,10 @@ def fact_create(
                 source_message_ids=source_message_ids or [],
                 valid_until=valid_until,
             )
+            if created_at is not None:
+                # auto_now_add ignores a given value: the caller's time goes on after.
+                Fact.objects.filter(pk=fact.pk).update(created_at=created_at)
+                fact.created_at = created_at
             if supersedes is not None:
                 fact_supersede(old=supersedes, new=fact)
             vectors_request(kind="fact", tenant_id=tenant.pk, ids=[fact.pk])
@@ -164,6 +300,13 @@ def fact_update(
     valid_until: dt.datetime | None = None,
     clear_valid_until: bool = False,
 ) -> Fact:
+    if content is not None:
+        content = redact_for_write(
+            tenant_id=fact.tenant_id,
+            values={"content": content},
+            object_type="fact",
+            object_id=str(fact.pk),
+        )["content"]
     content_changed = content is not None and content != fact.content
     if content is not None:
         fact.content = content
@@ -171,7 +314,18 @@ def fact_update(
     if tags is not None:
         fact.tags = list(dict.fromkeys(tags))
     if metadata is not None:
-        fact.metadata = metadata
+        # The caller's id for the fact is its identity, not a free metadata key: it stays, and
+        # a metadata that names another one is refused rather than quietly corrected.
+        external_id = fact_external_id(fact)
+        if metadata.get(FACT_EXTERNAL_ID_KEY, external_id) != external_id:
+            raise InvalidInput(
+                field="metadata",
+                message="metadata.external_id is the fact's id and cannot change.",
+                code="external_id_immutable",
+            )
+        fact.metadata = (
+            metadata if external_id is None else {**metadata, FACT_EXTERNAL_ID_KEY: external_id}
+        )
     if valid_until is not None or clear_valid_until:
         fact.valid_until = valid_until
     fact.search_text = fact_search_text(

@@ -11,6 +11,7 @@ from facts_app.embedding import vectors_request
 from facts_app.models import UserMemory, UserMemoryVector, UserMemoryVersion
 from memoryhub.accounts.models import Actor, EndUser, Tenant
 from memoryhub.accounts.provenance import source_session_check
+from memoryhub.accounts.redaction import redact_for_write
 from memoryhub.accounts.services import audited_delete, end_user_hold
 
 
@@ -28,8 +29,15 @@ def memory_save(
     """Create or update the memory under `key`; returns it and whether it was created.
 
     A changed text moves the old one into UserMemoryVersion first: nothing is silently lost.
+    The text is masked or refused as the tenant's redaction policy says (accounts.redaction).
     """
     source_session_check(tenant=tenant, session_id=source_session_id)
+    content = redact_for_write(
+        tenant_id=tenant.pk,
+        values={"content": content},
+        object_type="memory",
+        object_id=f"{end_user.external_id if end_user else ''}/{key}",
+    )["content"]
     for attempt in range(2):
         try:
             with transaction.atomic():

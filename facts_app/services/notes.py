@@ -17,7 +17,9 @@ from rest_framework import serializers
 
 from facts_app.embedding import vectors_request
 from facts_app.models import Note, NoteKind, NoteVector
-from memoryhub.accounts.models import EndUser, Tenant
+from memoryhub.accounts.models import Actor, AuditAction, EndUser, Tenant
+from memoryhub.accounts.redaction import redact_for_write
+from memoryhub.accounts.services import audit_event_record
 from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.limits import limit
 
@@ -98,6 +100,16 @@ def _new_version(
     return note
 
 
+def _redacted(*, tenant: Tenant, end_user: EndUser, content: str) -> str:
+    """The text as the tenant's redaction policy wants it stored (accounts.redaction)."""
+    return redact_for_write(
+        tenant_id=tenant.pk,
+        values={"content": content},
+        object_type="note",
+        object_id=end_user.external_id,
+    )["content"]
+
+
 @transaction.atomic
 def note_long_term_save(*, tenant: Tenant, end_user: EndUser, content: str) -> Note:
     """Replace the long-term document with `content` as a new version and return it.
@@ -106,6 +118,7 @@ def note_long_term_save(*, tenant: Tenant, end_user: EndUser, content: str) -> N
     a retried PUT must not grow the history, and an unchanged document is not a change.
     """
     _check_size(content)
+    content = _redacted(tenant=tenant, end_user=end_user, content=content)
     _lock_end_user(tenant=tenant, end_user=end_user)
     current = _current(tenant=tenant, end_user=end_user, kind=NoteKind.LONG_TERM, day=None)
     if current is not None and current.content == content:
@@ -130,6 +143,7 @@ def note_daily_append(
     would pass NOTE_CONTENT_MAX_BYTES: the limit is on what is stored, not on one request.
     """
     note_day = day or today_utc()
+    content = _redacted(tenant=tenant, end_user=end_user, content=content)
     _lock_end_user(tenant=tenant, end_user=end_user)
     current = _current(tenant=tenant, end_user=end_user, kind=NoteKind.DAILY, day=note_day)
     text = f"{current.content}\n{content}" if current and current.content else content
@@ -190,6 +204,36 @@ def note_clear(*, tenant: Tenant, end_user: EndUser) -> int:
     return len(cleared)
 
 
+def note_prune_cutoff(*, older_than_days: int, now: dt.datetime | None = None) -> dt.date:
+    """The first day a prune keeps: days before it go."""
+    moment = now or timezone.now()
+    return moment.astimezone(dt.UTC).date() - dt.timedelta(days=older_than_days)
+
+
+def note_daily_prune_for_person(
+    *, tenant: Tenant, end_user: EndUser, actor: Actor, older_than_days: int, dry_run: bool = False
+) -> int:
+    """Seed 003's `prune()` on demand: the person's daily notes past the retention days, with
+    one `purge` audit event (none for a dry run or when nothing went)."""
+    pruned = note_daily_prune(
+        tenant=tenant, end_user=end_user, older_than_days=older_than_days, dry_run=dry_run
+    )
+    if pruned and not dry_run:
+        audit_event_record(
+            tenant=tenant,
+            actor=actor,
+            action=AuditAction.PURGE,
+            object_type="daily_notes",
+            object_id=end_user.external_id,
+            counts={"daily_notes": pruned},
+            detail={
+                "older_than_days": older_than_days,
+                "cutoff": note_prune_cutoff(older_than_days=older_than_days).isoformat(),
+            },
+        )
+    return pruned
+
+
 def note_daily_prune(
     *,
     tenant: Tenant,
@@ -197,20 +241,23 @@ def note_daily_prune(
     now: dt.datetime | None = None,
     batch_size: int = PRUNE_BATCH_SIZE,
     dry_run: bool = False,
+    end_user: EndUser | None = None,
 ) -> int:
-    """Delete every version of the tenant's daily notes dated more than `older_than_days` days
-    before `now` (default: the current time); returns how many rows were (with `dry_run`:
-    would be) deleted.
+    """Delete every version of the tenant's daily notes (or one person's: `end_user`) dated
+    more than `older_than_days` days before `now` (default: the current time); returns how many
+    note versions were (with `dry_run`: would be) deleted.
 
-    Retention's entry point (seed 003 keeps 30 days). Deletes in batches of `batch_size` ids,
-    oldest day first along the (tenant, kind, day) index, each batch its own short transaction,
-    so a large backlog never holds locks for long and an interrupted run keeps its progress.
+    Retention's entry point (seed 003 keeps 30 days), and seed 003's `prune()` for one person.
+    Deletes in batches of `batch_size` ids, oldest day first along the (tenant, kind, day)
+    index, each batch its own short transaction, so a large backlog never holds locks for long
+    and an interrupted run keeps its progress.
     """
     if older_than_days < 0:
         raise ValueError("older_than_days must be 0 or more.")
-    moment = now or timezone.now()
-    cutoff = moment.astimezone(dt.UTC).date() - dt.timedelta(days=older_than_days)
+    cutoff = note_prune_cutoff(older_than_days=older_than_days, now=now)
     expired = Note.objects.for_tenant(tenant).filter(kind=NoteKind.DAILY, day__lt=cutoff)
+    if end_user is not None:
+        expired = expired.filter(end_user=end_user)
     if dry_run:
         return expired.count()
     deleted = 0
@@ -219,7 +266,9 @@ def note_daily_prune(
         if not ids:
             break
         with transaction.atomic():
-            count, _ = Note.objects.filter(pk__in=ids).delete()
+            _, per_model = Note.objects.filter(pk__in=ids).delete()
+        # Notes only: their vectors go along and are not notes.
+        count = per_model.get(Note._meta.label, 0)
         deleted += count
         if len(ids) < batch_size:
             break

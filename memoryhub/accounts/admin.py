@@ -225,6 +225,7 @@ class MemoryPolicyAdmin(admin.ModelAdmin):
         "extraction_enabled",
         "summary_threshold_tokens",
         "retention_days",
+        "transcript_max_messages",
         "context_max_tokens",
         "updated_at",
     )
@@ -234,9 +235,17 @@ class MemoryPolicyAdmin(admin.ModelAdmin):
         (None, {"fields": ("tenant", "agent_id", "memory_enabled")}),
         (
             "Summaries and extraction",
-            {"fields": ("summary_threshold_tokens", "summary_keep_recent", "extraction_enabled")},
+            {
+                "fields": (
+                    "enable_summarization",
+                    "summary_threshold_tokens",
+                    "summary_keep_recent",
+                    "extraction_enabled",
+                    "enable_user_memories",
+                )
+            },
         ),
-        ("Working state", {"fields": ("state_cap",)}),
+        ("Working state and transcript", {"fields": ("state_cap", "transcript_max_messages")}),
         (
             "Context defaults",
             {
@@ -244,6 +253,7 @@ class MemoryPolicyAdmin(admin.ModelAdmin):
                     "context_max_tokens",
                     "context_max_messages",
                     "context_max_memories",
+                    "include_summary_on_truncation",
                     "recall_enabled",
                     "context_history_tokens",
                 )

@@ -12,6 +12,8 @@ from django.utils import timezone
 from memoryhub.accounts.models import (
     DEFAULT_API_KEY_SCOPES,
     END_USER_ID_MAX_LENGTH,
+    TRANSCRIPT_CAP_MAX,
+    TRANSCRIPT_CAP_SEED_DEFAULT,
     ApiKeyScope,
     AuditAction,
     MemoryPolicy,
@@ -67,26 +69,37 @@ POLICY_BOUNDS: dict[str, tuple[int | None, int | None]] = {
     "retention_days": (1, None),
     "daily_note_retention_days": (1, None),
     "task_retention_days": (1, None),
+    "transcript_max_messages": (0, TRANSCRIPT_CAP_MAX),
 }
 
 POLICY_FIELDS = [
     "memory_enabled",
     "extraction_enabled",
+    "enable_user_memories",
+    "enable_summarization",
     "summary_threshold_tokens",
     "summary_keep_recent",
     "state_cap",
+    "transcript_max_messages",
+    "include_summary_on_truncation",
     "context_max_tokens",
     "context_max_messages",
     "context_max_memories",
     "recall_enabled",
     "context_history_tokens",
     "retention_days",
+    # Redaction (issue 17): the mode, then the personal-data classes (secrets are always in).
+    "redaction_mode",
+    "redact_email",
+    "redact_phone",
+    "redact_card",
+    "redact_iban",
 ]
 # Daily notes and finished tasks belong to no agent: their retention is the tenant policy's.
 TENANT_ONLY_FIELDS = ["daily_note_retention_days", "task_retention_days"]
 # Numbers that, left empty or out, keep the policy's current value (the default for a new one):
 # forms written before they existed still save.
-POLICY_KEPT_WHEN_EMPTY = ("context_history_tokens",)
+POLICY_KEPT_WHEN_EMPTY = ("context_history_tokens", "redaction_mode")
 
 
 def keep_when_empty(form: forms.ModelForm[MemoryPolicy]) -> None:
@@ -98,7 +111,7 @@ def keep_when_empty(form: forms.ModelForm[MemoryPolicy]) -> None:
 
 def kept_values(form: forms.ModelForm[MemoryPolicy], data: dict[str, Any]) -> dict[str, Any]:
     for name in POLICY_KEPT_WHEN_EMPTY:
-        if name in form.fields and data.get(name) is None and name not in form.errors:
+        if name in form.fields and data.get(name) in (None, "") and name not in form.errors:
             data[name] = getattr(form.instance, name)
     return data
 
@@ -125,6 +138,10 @@ class MemoryPolicyForm(forms.ModelForm):
             if high is not None:
                 field.validators.append(MaxValueValidator(high))
                 field.widget.attrs["max"] = high
+        if "transcript_max_messages" in self.fields:
+            self.fields["transcript_max_messages"].widget.attrs["placeholder"] = str(
+                TRANSCRIPT_CAP_SEED_DEFAULT
+            )
         keep_when_empty(self)
 
     def clean(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import unicodedata
 import uuid
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
@@ -14,12 +14,24 @@ from django.core.validators import RegexValidator
 from django.db import models
 from rest_framework_api_key.models import AbstractAPIKey, BaseAPIKeyManager
 
+if TYPE_CHECKING:
+    from memoryhub.accounts.binding import PersonBinding
+
 
 # Abstract bases every tenant-owned table uses: the tenant column and the one narrowing method.
 class TenantQuerySet(models.QuerySet[Any]):
     def for_tenant(self, tenant: Tenant) -> Self:
-        """The only way API and page code narrows rows: everything else starts from here."""
-        return self.filter(tenant=tenant)
+        """The only way API and page code narrows rows: everything else starts from here.
+
+        A tenant bound to one person (a person-bound credential, accounts.binding) narrows
+        the person-owned models to that person too."""
+        rows = self.filter(tenant=tenant)
+        if tenant.person is None:
+            return rows
+        from memoryhub.accounts.binding import person_scope
+
+        scope = person_scope(self.model, tenant.person)
+        return rows if scope is None else rows.filter(scope)
 
 
 class TenantOwnedModel(models.Model):
@@ -39,6 +51,10 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    # Not a column: set on a per-request copy when a person-bound credential authenticates
+    # (accounts.binding.tenant_bound); for_tenant() then narrows to the person too.
+    person: PersonBinding | None = None
 
     class Meta:
         ordering = ("slug",)
@@ -120,6 +136,8 @@ class ApiKeyScope(models.TextChoices):
     WRITE = "write", "Write"
     PURGE = "purge", "Purge"
     GLOBAL_MEMORY = "global-memory", "Global memory"
+    # Mint person-bound tokens (memoryhub.credentials); a token itself never carries it.
+    MINT = "mint", "Mint person tokens"
 
 
 DEFAULT_API_KEY_SCOPES: list[str] = [ApiKeyScope.READ, ApiKeyScope.WRITE]
@@ -162,6 +180,9 @@ class AuditAction(models.TextChoices):
     ERASE = "erase", "Erase"
     KEY_CREATE = "key_create", "API key created"
     KEY_REVOKE = "key_revoke", "API key revoked"
+    # Secrets or personal data masked or refused on a write (accounts.redaction): classes and
+    # counts only, never the text.
+    REDACT = "redact", "Content redacted"
 
 
 class ActorType(models.TextChoices):
@@ -256,6 +277,17 @@ class IdempotencyRecord(TenantOwnedModel):
         return f"{self.scope} {self.key} ({self.response_status})"
 
 
+# Seed 000's transcript_cap: the value the policy page suggests when the cap is turned on.
+TRANSCRIPT_CAP_SEED_DEFAULT = 500
+TRANSCRIPT_CAP_MAX = 1_000_000
+
+
+class RedactionMode(models.TextChoices):
+    OFF = "off", "Off"
+    MASK = "mask", "Mask: store the text with placeholders"
+    REFUSE = "refuse", "Refuse the write (422)"
+
+
 def default_summary_threshold_tokens() -> int:
     return int(settings.SUMMARY_THRESHOLD_TOKENS)
 
@@ -303,6 +335,31 @@ class MemoryPolicy(models.Model):
     state_cap = models.PositiveIntegerField(
         default=default_state_cap, help_text="Keys per session state; the oldest go first."
     )
+    transcript_max_messages = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text=(
+            "Transcript cap (seed 000): keep at most this many messages per session, the oldest "
+            f"going first (seed 000 uses {TRANSCRIPT_CAP_SEED_DEFAULT}). Applied by the hourly "
+            "retention run, beside retention by age. Empty or 0: no cap."
+        ),
+    )
+    enable_user_memories = models.BooleanField(
+        default=True,
+        help_text=(
+            "Explicit per-person memories (seed 001): off, writes are accepted but not stored "
+            "and the context leaves them out. Tenant-wide memories are not affected."
+        ),
+    )
+    enable_summarization = models.BooleanField(
+        default=True,
+        help_text="Summarize long conversations in the background (the threshold below).",
+    )
+    include_summary_on_truncation = models.BooleanField(
+        default=True,
+        help_text="Put the session's summary in the context when older messages were cut.",
+    )
     context_max_tokens = models.PositiveIntegerField(
         default=4000, help_text="Default budget of GET /sessions/{id}/context/ (200-200,000)."
     )
@@ -343,6 +400,25 @@ class MemoryPolicy(models.Model):
             "only). Empty: forever."
         ),
     )
+    # --- Redaction (issue 17; accounts.redaction): opt-in, off by default. Secrets are always
+    # in when it is on; the personal-data classes are chosen one by one.
+    redaction_mode = models.CharField(
+        max_length=8,
+        choices=RedactionMode.choices,
+        default=RedactionMode.OFF,
+        help_text=(
+            "Secrets (API keys, tokens, passwords in URLs, private keys) and the personal data "
+            "chosen below, in messages, summaries, memories, facts and notes: masked as "
+            "[redacted:<kind>] or the write refused. Also masks recall of older data."
+        ),
+    )
+    redact_email = models.BooleanField(default=False, help_text="Redact e-mail addresses.")
+    redact_phone = models.BooleanField(default=False, help_text="Redact phone numbers.")
+    redact_card = models.BooleanField(
+        default=False, help_text="Redact payment card numbers (Luhn-checked)."
+    )
+    redact_iban = models.BooleanField(default=False, help_text="Redact IBANs (checksum-checked).")
+    # --- end of redaction
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -384,8 +460,31 @@ class MemoryPolicy(models.Model):
                 | models.Q(task_retention_days__gte=1),
                 name="memorypolicy_task_retention_days_min",
             ),
+            models.CheckConstraint(
+                condition=models.Q(transcript_max_messages__isnull=True)
+                | models.Q(transcript_max_messages__lte=TRANSCRIPT_CAP_MAX),
+                name="memorypolicy_transcript_cap_max",
+            ),
         ]
         verbose_name_plural = "memory policies"
 
     def __str__(self) -> str:
         return f"{self.tenant} / {self.agent_id or '(default)'}"
+
+    @property
+    def redaction_classes(self) -> list[str]:
+        """What redaction looks for under this policy: [] when it is off."""
+        if self.redaction_mode == RedactionMode.OFF:
+            return []
+        chosen = [
+            ("email", self.redact_email),
+            ("phone", self.redact_phone),
+            ("card", self.redact_card),
+            ("iban", self.redact_iban),
+        ]
+        return ["secret", *(kind for kind, on in chosen if on)]
+
+    @property
+    def transcript_cap(self) -> int | None:
+        """The transcript cap in force: None when off (empty or 0)."""
+        return self.transcript_max_messages or None

@@ -78,6 +78,11 @@ def _tenant_policies(*, tenant_id: int) -> dict[str, MemoryPolicy]:
     return rows
 
 
+def tenant_policies_cached(*, tenant_id: int) -> dict[str, MemoryPolicy]:
+    """The tenant's policy rows by agent id ("" for the tenant's), from the short cache."""
+    return _tenant_policies(tenant_id=tenant_id)
+
+
 def memory_policy_for(
     *, tenant: Tenant | None = None, tenant_id: int | None = None, agent_id: str = ""
 ) -> MemoryPolicy:

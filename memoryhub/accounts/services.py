@@ -59,7 +59,14 @@ def tenant_create(*, slug: str, name: str = "") -> Tenant:
 
 
 def end_user_get_or_create(*, tenant: Tenant, external_id: str) -> EndUser:
-    """Safe under concurrency: two requests naming a new user at once both get the same row."""
+    """Safe under concurrency: two requests naming a new user at once both get the same row.
+
+    A tenant bound to one person (a person-bound token) gets that person or ResourceNotFound:
+    it never creates, nor finds, anyone else."""
+    if tenant.person is not None:
+        if external_id != tenant.person.end_user.external_id:
+            raise ResourceNotFound("No such user.")
+        return tenant.person.end_user
     if not end_user_id_is_storable(external_id):
         raise InvalidInput(
             field="user_id",
@@ -322,6 +329,7 @@ def delete_in_batches(
     counts: Counter[str],
     progress: Callable[[str, int], None],
     before_delete: Callable[[list[Any]], None] | None = None,
+    lock_first: Callable[[list[Any]], None] | None = None,
 ) -> None:
     """Delete what `queryset` selects, `batch_size` ids at a time along `order_by` (an index),
     adding what each DELETE really removed (cascades included) to `counts`.
@@ -331,7 +339,9 @@ def delete_in_batches(
     longer idle, and stays), and under a locked row nothing new can appear between the
     collector's look for what cascades and the delete; a batch that meets a deadlock anyway is
     run again (inside an outer transaction, by whoever opened it). `before_delete(ids)` runs in
-    the batch's transaction, just before the delete of those ids.
+    the batch's transaction, just before the delete of those ids; `lock_first(ids)` runs in it
+    before the batch's rows are locked, to lock the rows above them first, in the order writers
+    lock (a message's session before the message).
     """
     while True:
         ids = list(queryset.order_by(*order_by).values_list("pk", flat=True)[:batch_size])
@@ -340,6 +350,8 @@ def delete_in_batches(
 
         def delete_batch(ids: list[Any] = ids) -> dict[str, int]:
             with transaction.atomic():
+                if lock_first is not None:
+                    lock_first(ids)
                 # The filter again, not just the ids: a row that stopped matching is kept.
                 going = rows_lock(queryset.filter(pk__in=ids))
                 if not going:

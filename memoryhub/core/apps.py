@@ -9,6 +9,14 @@ class CoreConfig(AppConfig):
 
     def ready(self) -> None:
         from memoryhub.core import after_response, checks  # noqa: F401  (checks: registration)
+        from memoryhub.core.observability import connect_celery_signals
 
         request_started.connect(after_response.request_started, dispatch_uid="after_response")
         request_finished.connect(after_response.request_finished, dispatch_uid="after_response")
+        # Request ids into task messages, task series and the task's log context (every process
+        # that enqueues or runs tasks loads this app).
+        connect_celery_signals()
+        # Row-level security: the connection baseline, migrations' scope and the policies.
+        from memoryhub.core.rls import rls_signals_connect
+
+        rls_signals_connect()

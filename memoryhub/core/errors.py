@@ -49,6 +49,10 @@ class DomainError(Exception):
     http_status = 400
     default_code = "invalid"
     default_message = "The request cannot be carried out."
+    # Optional, set by a subclass: per-field errors ({"field": [{"code", "message"}]}) and
+    # further keys of the error object (a redaction refusal's classes).
+    fields: dict[str, Any] | None = None
+    extra: dict[str, Any] | None = None
 
     def __init__(self, message: str | None = None, code: str | None = None) -> None:
         self.message = message or self.default_message
@@ -158,14 +162,19 @@ def _field_errors(detail: Any) -> Any:
     return [{"code": "invalid", "message": str(detail)}]
 
 
-def _error_body(code: str, message: str, fields: Any = None) -> dict[str, Any]:
+def _error_body(
+    code: str, message: str, fields: Any = None, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     error: dict[str, Any] = {"code": code, "message": message}
     if fields is not None:
         error["fields"] = fields
+    if extra:
+        error.update({key: value for key, value in extra.items() if key not in error})
     return {"error": error}
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    domain_error: DomainError | None = None
     if isinstance(exc, DATABASE_UNAVAILABLE):
         # Raised anywhere in the view, authentication included (the key is looked up there).
         logger.warning("database unavailable, answering 503: %s", exc)
@@ -175,6 +184,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     elif isinstance(exc, ResourceNotFound):
         exc = Http404(str(exc))
     elif isinstance(exc, DomainError):
+        domain_error = exc
         exc = _api_exception_for(exc)
     elif type(exc) is exceptions.Throttled:
         exc = RateLimited(wait=getattr(exc, "wait", None))
@@ -217,7 +227,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         message = (
             str(api_detail) if not isinstance(api_detail, dict | list) else str(exc.default_detail)
         )
-        response.data = _error_body(str(code), message)
+        if domain_error is not None:
+            response.data = _error_body(str(code), message, domain_error.fields, domain_error.extra)
+        else:
+            response.data = _error_body(str(code), message)
     return response
 
 

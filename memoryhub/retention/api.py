@@ -12,12 +12,13 @@ from rest_framework.response import Response
 from memoryhub.accounts.api import TenantScopedAPIView
 from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ApiKeyScope
 from memoryhub.core.fields import StrictCharField
+from memoryhub.core.serializers import StrictInputSerializer
 from memoryhub.retention import purge
 
 PURGE_DAYS_MAX = 36_500
 
 
-class PurgeInputSerializer(serializers.Serializer[Any]):
+class PurgeInputSerializer(StrictInputSerializer):
     scope = serializers.ChoiceField(choices=["session", "user", "older_than"])
     session_id = serializers.UUIDField(required=False, help_text='scope "session": the session.')
     user_id = StrictCharField(

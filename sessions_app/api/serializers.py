@@ -11,6 +11,7 @@ from rest_framework import serializers
 from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH
 from memoryhub.core.fields import StrictCharField
 from memoryhub.core.limits import limit, validate_json_value, validate_text_size
+from memoryhub.core.serializers import StrictInputSerializer
 from sessions_app.models import (
     AGENT_ID_MAX_LENGTH,
     DEFAULT_RESPONSE_TOPIC,
@@ -42,7 +43,7 @@ def _metadata_field() -> serializers.DictField:
 # --- sessions -----------------------------------------------------------------------------------
 
 
-class SessionCreateInputSerializer(serializers.Serializer[Any]):
+class SessionCreateInputSerializer(StrictInputSerializer):
     user_id = StrictCharField(required=False, allow_null=True, max_length=END_USER_ID_MAX_LENGTH)
     agent_id = StrictCharField(
         required=False, allow_blank=True, max_length=AGENT_ID_MAX_LENGTH, default=""
@@ -53,7 +54,7 @@ class SessionCreateInputSerializer(serializers.Serializer[Any]):
     metadata = _metadata_field()
 
 
-class SessionPatchInputSerializer(serializers.Serializer[Any]):
+class SessionPatchInputSerializer(StrictInputSerializer):
     agent_id = StrictCharField(required=False, allow_blank=True, max_length=AGENT_ID_MAX_LENGTH)
     external_key = StrictCharField(
         required=False, allow_null=True, max_length=EXTERNAL_KEY_MAX_LENGTH
@@ -120,7 +121,7 @@ class ToolCallSerializer(serializers.Serializer[Any]):
         return validated
 
 
-class MessageInputSerializer(serializers.Serializer[Any]):
+class MessageInputSerializer(StrictInputSerializer):
     role = serializers.ChoiceField(choices=MessageRole.choices)
     # Whitespace is part of what was said: never trimmed.
     content = StrictCharField(
@@ -184,7 +185,7 @@ class MessageInputSerializer(serializers.Serializer[Any]):
         return attrs
 
 
-class MessageBatchInputSerializer(serializers.Serializer[Any]):
+class MessageBatchInputSerializer(StrictInputSerializer):
     messages = MessageInputSerializer(many=True, allow_empty=False)
 
     def validate_messages(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -277,7 +278,7 @@ class MessagePageSerializer(serializers.Serializer[Any]):
 # --- state --------------------------------------------------------------------------------------
 
 
-class StateValueInputSerializer(serializers.Serializer[Any]):
+class StateValueInputSerializer(StrictInputSerializer):
     value = serializers.JSONField(
         allow_null=True,
         validators=[
@@ -376,7 +377,7 @@ def _sub_task_list_length(value: list[str]) -> None:
         )
 
 
-class PlanCreateInputSerializer(serializers.Serializer[Any]):
+class PlanCreateInputSerializer(StrictInputSerializer):
     plan_id = work_id_field(help_text="Your id for the plan, unique in the tenant.")
     user_id = StrictCharField(
         required=False,
@@ -393,7 +394,7 @@ class PlanCreateInputSerializer(serializers.Serializer[Any]):
     state = _task_json_field(what="state", help_text="The planner's state machine.")
 
 
-class PlanReplaceInputSerializer(serializers.Serializer[Any]):
+class PlanReplaceInputSerializer(StrictInputSerializer):
     """PUT: the whole plan but its id, person and session (fixed at creation)."""
 
     goal_event = _event_field(help_text="The event that set the goal.")
@@ -404,7 +405,7 @@ class PlanReplaceInputSerializer(serializers.Serializer[Any]):
     state = _task_json_field(what="state", help_text="Replaces the state.")
 
 
-class PlanPatchInputSerializer(serializers.Serializer[Any]):
+class PlanPatchInputSerializer(StrictInputSerializer):
     goal_event = _event_field(required=False, help_text="Replaces the goal event.")
     goal_data = _task_json_field(
         what="goal_data", help_text="Merged into the goal's data (RFC 7396: null removes a key)."
@@ -443,7 +444,7 @@ class PlanOutputSerializer(serializers.ModelSerializer[Plan]):
         read_only_fields = fields
 
 
-class TaskContextReplaceInputSerializer(serializers.Serializer[Any]):
+class TaskContextReplaceInputSerializer(StrictInputSerializer):
     """PUT: the whole task context but its id, sub-task list included."""
 
     plan_id = work_id_field(
@@ -469,7 +470,7 @@ class TaskContextCreateInputSerializer(TaskContextReplaceInputSerializer):
     task_id = work_id_field(help_text="Your id for the task, unique in the tenant.")
 
 
-class TaskContextPatchInputSerializer(serializers.Serializer[Any]):
+class TaskContextPatchInputSerializer(StrictInputSerializer):
     add_sub_tasks = _sub_task_list_field(
         help_text="Attach these sub-tasks (ones already attached are skipped)."
     )

@@ -2,6 +2,7 @@ from django.urls import path
 
 from sessions_app.api import views
 from sessions_app.api.plans import PlanViewSet
+from sessions_app.api.storage import SessionStorageView, SessionWorkingMemoryView
 from sessions_app.api.summaries import SessionSummarizeView, SessionSummaryView
 from sessions_app.api.task_contexts import TaskContextBySubtaskView, TaskContextViewSet
 
@@ -34,6 +35,16 @@ urlpatterns = [
         "sessions/<str:session_id>/summary/",
         SessionSummaryView.as_view(),
         name="session-summary",
+    ),
+    path(
+        "sessions/<str:session_id>/working-memory/",
+        SessionWorkingMemoryView.as_view(),
+        name="session-working-memory",
+    ),
+    path(
+        "sessions/<str:session_id>/storage/",
+        SessionStorageView.as_view(),
+        name="session-storage",
     ),
     path(
         "sessions/<str:session_id>/summarize/",

@@ -34,6 +34,7 @@ from memoryhub.accounts.idempotency import (
     run_idempotent,
 )
 from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH
+from memoryhub.accounts.redaction import rows_redacted, search_redactor
 from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.fields import StrictCharField
@@ -359,7 +360,7 @@ class SessionStateView(TenantScopedAPIView):
             {
                 "results": StateEntryOutputSerializer(entries, many=True).data,
                 "count": len(entries),
-                "cap": policy.state_cap,
+                "cap": max(policy.state_cap, session.state_cap or 0),
             }
         )
 
@@ -498,6 +499,8 @@ class MessageSearchView(TenantScopedAPIView):
             )
         except EmptySearchQuery as error:
             raise exceptions.ValidationError({"q": [str(error)]}) from None
+        # Turns stored before the policy's redaction was switched on are masked on the way out.
+        redact = search_redactor(tenant_id=self.tenant.pk)
         return Response(
             {
                 "mode": found.mode,
@@ -507,7 +510,7 @@ class MessageSearchView(TenantScopedAPIView):
                         "lexical_score": item.hit.lexical_score,
                         "dense_score": item.hit.dense_score,
                         "signals": item.hit.signals.as_dict(),
-                        "message": message_data(item.message),
+                        "message": rows_redacted([message_data(item.message)], redact=redact)[0],
                     }
                     for item in found.hits
                 ],
