@@ -14,6 +14,7 @@ from memoryhub.accounts.models import TenantOwnedModel
 MEMORY_KEY_MAX_LENGTH = 64
 MEMORY_KEY_PATTERN = r"^[a-z][a-z0-9_]*$"
 RESERVED_MEMORY_KEY_PREFIXES = ("system_", "internal_")
+FACT_EXTERNAL_ID_MAX_LENGTH = 255
 
 
 class UserMemory(TenantOwnedModel):
@@ -93,6 +94,13 @@ class Fact(TenantOwnedModel):
     )
     content = models.TextField()
     content_hash = models.CharField(max_length=64)
+    # NULL, not "": the unique constraint below must only bind facts that have an id.
+    external_id = models.CharField(  # noqa: DJ001
+        max_length=FACT_EXTERNAL_ID_MAX_LENGTH,
+        null=True,
+        blank=True,
+        help_text="The caller's own id for the fact (an import, a backfill): unique per tenant.",
+    )
     search_text = models.TextField(editable=False, default="")
     tags = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
@@ -116,6 +124,12 @@ class Fact(TenantOwnedModel):
                 fields=["tenant", "content_hash"],
                 condition=Q(end_user__isnull=True),
                 name="fact_unique_tenant_content",
+            ),
+            # Also the index the get-or-create by id looks up through.
+            models.UniqueConstraint(
+                fields=["tenant", "external_id"],
+                condition=Q(external_id__isnull=False),
+                name="fact_unique_tenant_external_id",
             ),
         ]
         indexes = [

@@ -10,7 +10,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from facts_app.models import Fact
+from facts_app.models import FACT_EXTERNAL_ID_MAX_LENGTH, Fact
 from facts_app.recall import MODES
 from facts_app.selectors.facts import (
     FactFilters,
@@ -20,7 +20,6 @@ from facts_app.selectors.facts import (
 )
 from facts_app.services.facts import (
     FACT_EXTERNAL_ID_KEY,
-    FACT_EXTERNAL_ID_MAX_LENGTH,
     fact_create,
     fact_delete,
     fact_external_id,
@@ -70,7 +69,7 @@ class FactInputSerializer(StrictInputSerializer):
         max_length=FACT_EXTERNAL_ID_MAX_LENGTH,
         help_text=(
             "The caller's own id for the fact (an import, a backfill; seed 004's fact ids): "
-            "unique per tenant, kept as metadata.external_id. A retry with the same id, person "
+            "unique per tenant, copied into metadata.external_id. A retry with the same id, person "
             "and text returns the stored fact (200); the id on another fact is a 409 "
             "`fact_id_conflict`."
         ),
@@ -123,7 +122,7 @@ class FactPatchSerializer(StrictInputSerializer):
 class FactOutputSerializer(serializers.ModelSerializer[Fact]):
     user_id = serializers.SerializerMethodField()
     external_id = serializers.SerializerMethodField(
-        help_text="The caller's own id for the fact, if it gave one (metadata.external_id)."
+        help_text="The caller's own id for the fact, if it gave one."
     )
     superseded_by: serializers.PrimaryKeyRelatedField[Fact] = serializers.PrimaryKeyRelatedField(
         read_only=True, allow_null=True

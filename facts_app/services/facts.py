@@ -19,7 +19,6 @@ from memoryhub.accounts.provenance import source_session_check
 from memoryhub.accounts.redaction import redact_for_write
 from memoryhub.accounts.services import audited_delete, end_user_hold
 from memoryhub.core.errors import Conflict, InvalidInput
-from memoryhub.core.locks import name_lock
 
 _SPACE = re.compile(r"\s+")
 
@@ -94,25 +93,22 @@ def _existing(*, tenant: Tenant, end_user: EndUser | None, content_hash: str) ->
     )
 
 
-# Where a caller's own id for a fact is kept (seed 004's fact ids, an importer's source ids):
-# in the fact's metadata, unique per tenant, kept through a metadata PATCH.
+# A caller's own id for a fact (seed 004's fact ids, an importer's source ids) is Fact.external_id,
+# unique per tenant; metadata keeps a copy under this key, kept through a metadata PATCH.
 FACT_EXTERNAL_ID_KEY = "external_id"
-FACT_EXTERNAL_ID_MAX_LENGTH = 255
 # A caller's clock may run a little ahead of ours (as for messages' created_at).
 CREATED_AT_CLOCK_SKEW = dt.timedelta(minutes=5)
 
 
 def fact_external_id(fact: Fact) -> str | None:
-    value = fact.metadata.get(FACT_EXTERNAL_ID_KEY) if isinstance(fact.metadata, dict) else None
-    return value if isinstance(value, str) else None
+    return fact.external_id
 
 
 def _by_external_id(*, tenant: Tenant, external_id: str) -> Fact | None:
     return (
         Fact.objects.for_tenant(tenant)
-        .filter(**{f"metadata__{FACT_EXTERNAL_ID_KEY}": external_id})
+        .filter(external_id=external_id)
         .select_related("end_user")
-        .order_by("pk")
         .first()
     )
 
@@ -151,7 +147,8 @@ def fact_create(
     valid_until set) instead of deleting it.
 
     A caller that owns the fact's identity (an import, a backfill) may give `external_id`
-    (unique per tenant, kept as metadata["external_id"]) and `created_at` (not in the future).
+    (unique per tenant: Fact.external_id, copied into metadata["external_id"]) and `created_at`
+    (not in the future).
     A retry (the same id, person and text) returns the stored fact; the id on another fact,
     or this text already stored under another id, is a Conflict. A fact found by its text
     without an id takes the given one. `created_at` only dates a fact this call creates.
@@ -170,39 +167,22 @@ def fact_create(
     )["content"]
     content_hash = fact_content_hash(content)
     if external_id is not None:
+        # metadata keeps a copy of the id: the API has always shown it there.
         metadata = {**(metadata or {}), FACT_EXTERNAL_ID_KEY: external_id}
-        with transaction.atomic():
-            # Two writers of one id queue here; the lookup below then sees the first one's.
-            name_lock(f"fact-external-id:{tenant.pk}:{external_id}")
-            found = _by_external_id(tenant=tenant, external_id=external_id)
-            if found is not None:
-                if found.end_user_id == (end_user.pk if end_user else None) and (
-                    found.content_hash == content_hash
-                ):
-                    return found, False
-                raise Conflict(
-                    f"Fact id {external_id!r} is already another fact's (id {found.pk}).",
-                    code="fact_id_conflict",
-                )
-            existing = _existing(tenant=tenant, end_user=end_user, content_hash=content_hash)
-            if existing is not None:
-                return _adopt_external_id(fact=existing, external_id=external_id), False
-            return _fact_insert(
-                tenant=tenant,
-                end_user=end_user,
-                content=content,
-                content_hash=content_hash,
-                tags=tags,
-                metadata=metadata,
-                source_session_id=source_session_id,
-                source_message_ids=source_message_ids,
-                valid_until=valid_until,
-                supersedes=supersedes,
-                created_at=created_at,
+        found = _by_external_id(tenant=tenant, external_id=external_id)
+        if found is not None:
+            return _retry_or_conflict(
+                found=found, end_user=end_user, content_hash=content_hash, external_id=external_id
             )
-    existing = _existing(tenant=tenant, end_user=end_user, content_hash=content_hash)
-    if existing is not None:
-        return existing, False
+        existing = _existing(tenant=tenant, end_user=end_user, content_hash=content_hash)
+        if existing is not None:
+            return _adopt_external_id(
+                fact=existing, end_user=end_user, content_hash=content_hash, external_id=external_id
+            )
+    else:
+        existing = _existing(tenant=tenant, end_user=end_user, content_hash=content_hash)
+        if existing is not None:
+            return existing, False
     return _fact_insert(
         tenant=tenant,
         end_user=end_user,
@@ -215,21 +195,57 @@ def fact_create(
         valid_until=valid_until,
         supersedes=supersedes,
         created_at=created_at,
+        external_id=external_id,
     )
 
 
-def _adopt_external_id(*, fact: Fact, external_id: str) -> Fact:
-    current = fact_external_id(fact)
+def _retry_or_conflict(
+    *, found: Fact, end_user: EndUser | None, content_hash: str, external_id: str
+) -> tuple[Fact, bool]:
+    if found.end_user_id == (end_user.pk if end_user else None) and (
+        found.content_hash == content_hash
+    ):
+        return found, False
+    raise Conflict(
+        f"Fact id {external_id!r} is already another fact's (id {found.pk}).",
+        code="fact_id_conflict",
+    )
+
+
+def _adopt_external_id(
+    *, fact: Fact, end_user: EndUser | None, content_hash: str, external_id: str
+) -> tuple[Fact, bool]:
+    current = fact.external_id
     if current == external_id:
-        return fact
+        return fact, False
     if current is not None:
         raise Conflict(
             f"This person already has this fact (id {fact.pk}) under the id {current!r}.",
             code="duplicate_fact",
         )
+    fact.external_id = external_id
     fact.metadata = {**fact.metadata, FACT_EXTERNAL_ID_KEY: external_id}
-    fact.save(update_fields=["metadata", "updated_at"])
-    return fact
+    fact.updated_at = timezone.now()
+    try:
+        with transaction.atomic():
+            # Only while the fact has no id: a concurrent adopter's id is not overwritten.
+            adopted = Fact.objects.filter(pk=fact.pk, external_id__isnull=True).update(
+                external_id=external_id, metadata=fact.metadata, updated_at=fact.updated_at
+            )
+    except IntegrityError:
+        # Another writer gave this id to another fact first.
+        found = _by_external_id(tenant=fact.tenant, external_id=external_id)
+        if found is None:
+            raise
+        return _retry_or_conflict(
+            found=found, end_user=end_user, content_hash=content_hash, external_id=external_id
+        )
+    if not adopted:
+        fact.refresh_from_db()
+        return _adopt_external_id(
+            fact=fact, end_user=end_user, content_hash=content_hash, external_id=external_id
+        )
+    return fact, False
 
 
 def _fact_insert(
@@ -245,6 +261,7 @@ def _fact_insert(
     valid_until: dt.datetime | None,
     supersedes: Fact | None,
     created_at: dt.datetime | None,
+    external_id: str | None,
 ) -> tuple[Fact, bool]:
     tag_list = list(dict.fromkeys(tags or []))
     try:
@@ -258,6 +275,7 @@ def _fact_insert(
                 end_user=end_user,
                 content=content,
                 content_hash=content_hash,
+                external_id=external_id,
                 search_text=fact_search_text(content=content, tags=tag_list, end_user=end_user),
                 tags=tag_list,
                 metadata=metadata or {},
@@ -273,10 +291,27 @@ def _fact_insert(
                 fact_supersede(old=supersedes, new=fact)
             vectors_request(kind="fact", tenant_id=tenant.pk, ids=[fact.pk])
     except IntegrityError:
-        # A concurrent post of the same text won the race: return its fact.
+        # A concurrent post won the race: of the same id (a retry, or the id on another fact),
+        # or of the same text (its fact, which takes the id if it has none).
+        if external_id is not None:
+            found = _by_external_id(tenant=tenant, external_id=external_id)
+            if found is not None:
+                return _retry_or_conflict(
+                    found=found,
+                    end_user=end_user,
+                    content_hash=content_hash,
+                    external_id=external_id,
+                )
         existing = _existing(tenant=tenant, end_user=end_user, content_hash=content_hash)
         if existing is None:
             raise
+        if external_id is not None:
+            return _adopt_external_id(
+                fact=existing,
+                end_user=end_user,
+                content_hash=content_hash,
+                external_id=external_id,
+            )
         return existing, False
     return fact, True
 

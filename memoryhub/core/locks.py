@@ -62,22 +62,6 @@ def exclusive_run(name: str) -> Iterator[bool]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def name_lock(name: str) -> None:
-    """Hold the lock `name` until the current transaction ends: writers of the same name queue,
-    others do not wait. For a uniqueness no index can keep (a key inside a JSON column).
-
-    PostgreSQL: a transaction-level advisory lock. SQLite: nothing to do, the IMMEDIATE
-    transaction already holds the database's one write lock.
-    """
-    database = connections["default"]
-    if not database.in_atomic_block:
-        raise transaction.TransactionManagementError("name_lock() needs a transaction.")
-    if database.vendor != "postgresql":
-        return
-    with database.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [zlib.crc32(name.encode())])
-
-
 # --- row locks ----------------------------------------------------------------------------------
 
 

@@ -225,6 +225,7 @@ def _fact_records(*, tenant: Tenant, end_user: EndUser | None) -> Iterator[dict[
             yield {
                 "type": "fact",
                 "id": fact.pk,
+                "external_id": fact.external_id,
                 "user_id": fact.end_user.external_id if fact.end_user else None,
                 "content": fact.content,
                 "tags": fact.tags,

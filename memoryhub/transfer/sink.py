@@ -36,6 +36,7 @@ from django.db.models import F, Model
 from django.utils import timezone
 
 from facts_app.models import (
+    FACT_EXTERNAL_ID_MAX_LENGTH,
     MEMORY_KEY_MAX_LENGTH,
     MEMORY_KEY_PATTERN,
     RESERVED_MEMORY_KEY_PREFIXES,
@@ -821,6 +822,12 @@ class ImportSink:
             .exists()
         ):
             raise RecordRejected("the same fact already exists for this person.")
+        external_id = item.external_id
+        if external_id is not None:
+            if not external_id or len(external_id) > FACT_EXTERNAL_ID_MAX_LENGTH:
+                raise RecordRejected(f"fact id must be 1-{FACT_EXTERNAL_ID_MAX_LENGTH} characters.")
+            if Fact.objects.for_tenant(self.tenant).filter(external_id=external_id).exists():
+                raise RecordRejected(f"fact id {external_id!r} is already another fact's.")
         tags = list(dict.fromkeys(str(tag) for tag in item.tags))
         source_session = self.session_id_for(item.source_session_id)
         source_message_ids: list[int] = []
@@ -835,6 +842,7 @@ class ImportSink:
             end_user=end_user,
             content=content,
             content_hash=content_hash,
+            external_id=external_id,
             search_text=fact_search_text(content=content, tags=tags, end_user=end_user),
             tags=tags,
             metadata=item.metadata,

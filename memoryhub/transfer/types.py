@@ -116,6 +116,7 @@ class ImportedFact:
     created_at: dt.datetime | None = None
     valid_until: dt.datetime | None = None
     superseded_by_source_id: str | None = None
+    external_id: str | None = None  # the fact's id for its owner: Fact.external_id
 
 
 @dataclass

@@ -73,6 +73,7 @@ def rich_tenant(tenant):
             tenant=tenant,
             end_user=end_user,
             content=f"{name} likes planes",
+            external_id=f"{name}-planes",
             tags=["travel"],
             source_session_id=session.pk,
             source_message_ids=list(
@@ -169,6 +170,11 @@ def test_export_import_export_is_identical(rich_tenant, tmp_path):
     assert normalised(after) == normalised(before)
     assert "sessions: imported 3, already there 0, skipped 0" in report
     assert "facts: imported 4, already there 0, skipped 0" in report
+    assert set(Fact.objects.filter(tenant=fresh).values_list("external_id", flat=True)) == {
+        None,
+        "Ana-planes",
+        "Bo-planes",
+    }
     kinds = {record["type"] for record in before}
     assert kinds == {
         "header",
@@ -189,6 +195,25 @@ def test_export_import_export_is_identical(rich_tenant, tmp_path):
         Session.objects.filter(tenant=rich_tenant).values_list("pk", flat=True)
     )
     assert AuditEvent.objects.filter(tenant=rich_tenant, action="export").count() == 1
+
+
+def test_an_export_from_before_the_column_brings_the_id_from_metadata(rich_tenant, tmp_path):
+    path = export_to(tmp_path, rich_tenant)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    for record in records:
+        if record["type"] == "fact":
+            external_id = record.pop("external_id")
+            record["metadata"] = {"external_id": external_id} if external_id else {}
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    fresh = TenantFactory(slug="fresh")
+
+    import_from(path, fresh)
+
+    assert set(Fact.objects.filter(tenant=fresh).values_list("external_id", flat=True)) == {
+        None,
+        "Ana-planes",
+        "Bo-planes",
+    }
 
 
 def test_importing_the_same_file_again_adds_nothing(rich_tenant, tmp_path):

@@ -143,6 +143,7 @@ def test_the_good_store_lands_whole(tenant: Tenant, good_store: Path) -> None:
         "sclaw_source": "telegram:123456789:",
         "sclaw_fact_id": "20250301T093004-0",  # sclaw's own id stays visible
     }
+    assert alice.external_id == "sclaw:20250301T093004-0"  # ...and is the API's fact id
     assert alice.created_at == dt.datetime(2025, 3, 1, 9, 30, 4, 123456, tzinfo=UTC)
     lyon = facts["User lives in Lyon"]
     assert (lyon.tags, lyon.metadata) == (
@@ -437,6 +438,7 @@ def test_a_data_directory_imports_every_agents_store(tenant: Tenant, tmp_path: P
     # The two stores share a fact id: the agent keeps them apart.
     late = Fact.objects.get(content="Order 1234 is late")
     assert late.source_session_id == Session.objects.get(external_key="telegram:555:").pk
+    assert late.external_id.startswith("sclaw:support/")
     assert import_memory(path=tmp_path, tenant=tenant)[:2] == [
         "facts: imported 0, already there 6, skipped 0",
         "sessions: imported 0, already there 4, skipped 1",

@@ -364,13 +364,22 @@ def _fact(record: dict[str, Any], *, origin: Origin) -> ImportedFact:
     tags = _get(record, "tags", list, [])
     if not all(isinstance(tag, str) for tag in tags):
         raise Unreadable("tags must be strings.")
+    metadata = _get(record, "metadata", dict, {})
+    # Exports from before the column kept the id in metadata only.
+    in_metadata = metadata.get("external_id")
+    external_id = _get(record, "external_id", str, None) or (
+        in_metadata if isinstance(in_metadata, str) and in_metadata else None
+    )
+    if isinstance(in_metadata, str) and in_metadata and in_metadata != external_id:
+        raise Unreadable("external_id differs from metadata.external_id.")
     return ImportedFact(
         source_id=f"fact:{_get(record, 'id', (int, str))}",
+        external_id=external_id,
         origin=origin,
         content=_get(record, "content", str),
         user_id=_get(record, "user_id", str, None),
         tags=tags,
-        metadata=_get(record, "metadata", dict, {}),
+        metadata=metadata,
         source_session_id=_get(record, "source_session_id", str, None),
         source_message_seqs=seqs,
         created_at=_time(record.get("created_at"), field="created_at"),

@@ -40,7 +40,8 @@ Not imported: `facts_fts` and its triggers (MemoryHub indexes facts itself), `sc
 
 A role sclaw does not write is passed on: the sink stores it under a role MemoryHub knows,
 keeping the original in the message metadata, and reports it. Each fact keeps sclaw's id as
-`metadata.sclaw_fact_id`.
+`metadata.sclaw_fact_id` and as its external_id `sclaw:<id>` (`sclaw:<agent>/<id>` for an
+agent's store), the API's fact id.
 
 Nothing is dropped silently: a row it cannot read (text that is not text, broken
 JSON, a timestamp that is not one) is reported as skipped with `<store>:<table>:<rowid>` and why,
@@ -59,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from facts_app.models import FACT_EXTERNAL_ID_MAX_LENGTH
 from memoryhub.transfer.formats.base import Unreadable, parse_time, skipped
 from memoryhub.transfer.types import (
     ImportedFact,
@@ -503,6 +505,17 @@ def facts_of(*, connection: sqlite3.Connection, store: SclawStore) -> Iterator[I
             yield skipped(kind="facts", origin=origin, error=error)
 
 
+SCLAW_EXTERNAL_ID_PREFIX = "sclaw:"
+
+
+def sclaw_external_id(*, store: SclawStore, fact_id: str) -> str | None:
+    """`sclaw:<id>` (`sclaw:<agent>/<id>` for an agent's store: two agents share fact ids), the
+    fact's id for the API. One longer than the column holds stays in metadata only."""
+    agent = f"{store.agent_id}/" if store.agent_id else ""
+    external_id = f"{SCLAW_EXTERNAL_ID_PREFIX}{agent}{fact_id}"
+    return external_id if len(external_id) <= FACT_EXTERNAL_ID_MAX_LENGTH else None
+
+
 def fact_from_row(*, row: tuple[Any, ...], store: SclawStore, origin: Origin) -> ImportedFact:
     _rowid, fact_id, content, source, tags_json, metadata_json, created_at = row
     if not isinstance(fact_id, str) or not fact_id:
@@ -529,6 +542,7 @@ def fact_from_row(*, row: tuple[Any, ...], store: SclawStore, origin: Origin) ->
         user_id=persistence_key.end_user_id if persistence_key is not None else None,
         tags=tags,
         metadata=metadata,
+        external_id=sclaw_external_id(store=store, fact_id=fact_id),
         # The sink links it when this (or an earlier) import brought a session of that key.
         source_session_id=store.source_id(kind="session", identity=source) if source else None,
         created_at=parse_timestamp(value=created_at, what=f"fact {fact_id}: created_at"),
