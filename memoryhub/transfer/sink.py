@@ -48,6 +48,7 @@ from facts_app.models import (
 )
 from facts_app.services.facts import fact_content_hash, fact_search_text
 from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, EndUser, MemoryPolicy, Tenant
+from memoryhub.accounts.redaction import redact_for_write, redact_tool_calls, tool_calls_with
 from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.errors import InvalidInput
@@ -539,6 +540,20 @@ class ImportSink:
                 f"{self._content_max}).",
             )
         _json_size(metadata, what=f"message {seq} metadata", max_bytes=_limit("METADATA_MAX_BYTES"))
+        tool_calls = message.tool_calls
+        values = {"content": content, **redact_tool_calls(tool_calls=tool_calls)}
+        masked = self._redacted(
+            values,
+            object_type="message",
+            agent_id=session.agent_id,
+            kind="messages",
+            origin=origin,
+            what=f"message {seq}",
+        )
+        redacted = masked != values
+        if redacted:
+            content = masked["content"]
+            tool_calls = tool_calls_with(tool_calls=tool_calls, values=masked)
         return Message(
             tenant=self.tenant,
             session=session,
@@ -547,10 +562,10 @@ class ImportSink:
             content=content,
             name=_text(message.name, what=f"message {seq} name")[:128],
             tool_call_id=message.tool_call_id[:128],
-            tool_calls=message.tool_calls,
+            tool_calls=tool_calls,
             metadata=metadata,
             token_count=message.token_count
-            if message.token_count is not None and original_bytes is None
+            if message.token_count is not None and original_bytes is None and not redacted
             else count_tokens(content),
             # A message without a time of its own gets its session's.
             created_at=_aware(message.created_at, what=f"message {seq} time") or default_time,
@@ -686,6 +701,33 @@ class ImportSink:
             grow=lambda existing: self._grow_memory(item, memory_id=existing),
         )
 
+    def _redacted(
+        self,
+        values: dict[str, str],
+        *,
+        object_type: str,
+        agent_id: str = "",
+        kind: str,
+        origin: Origin,
+        what: str,
+    ) -> dict[str, str]:
+        """`values` as the tenant's redaction policy wants them stored. An import masks even
+        under "refuse": refusing would drop the record, and an import loses nothing unsaid."""
+        masked = redact_for_write(
+            tenant_id=self.tenant.pk,
+            values=values,
+            object_type=object_type,
+            agent_id=agent_id,
+            never_refuse=True,
+        )
+        if masked != values:
+            self._changed(
+                kind=kind,
+                origin=origin,
+                change=f"{what}: secrets or personal data masked, as the redaction policy asks.",
+            )
+        return masked
+
     def _fit(self, value: str, *, what: str, kind: str, origin: Origin, api_limit: str) -> str:
         """A text as the import stores it: whole up to the import limit, which is larger than
         the API's (said in the report when the API would refuse it), else cut with a marker."""
@@ -704,7 +746,10 @@ class ImportSink:
                 change=f"{what}: {len(content.encode())} bytes, over the API's limit of "
                 f"{_limit(api_limit)}; kept whole (the import limit is {self._content_max}).",
             )
-        return content
+        object_type = {"user_memories": "memory", "facts": "fact", "notes": "note"}[kind]
+        return self._redacted(
+            {"content": content}, object_type=object_type, kind=kind, origin=origin, what=what
+        )["content"]
 
     def _grow_memory(self, item: ImportedMemory, *, memory_id: str) -> int:
         """A memory the source changed since the first import: its new content becomes the

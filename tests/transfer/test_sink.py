@@ -3,6 +3,7 @@ kept timestamps, and every rejected record reported with where it came from."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 from facts_app.models import Fact, Note, UserMemory
@@ -216,3 +217,35 @@ def test_memories_facts_and_notes(tenant):
     assert list(Note.objects.filter(kind="daily").values_list("day", "content")) == [
         (dt.date(2025, 3, 1), "did things")
     ]
+
+
+def test_an_import_masks_what_the_redaction_policy_asks_even_under_refuse(tenant):
+    from memoryhub.accounts.models import AuditAction, AuditEvent, MemoryPolicy, RedactionMode
+
+    # Refusing would drop the record, and an import loses nothing unsaid: it masks and reports.
+    MemoryPolicy.objects.create(
+        tenant=tenant, redaction_mode=RedactionMode.REFUSE, redact_email=True
+    )
+    secret = "write to jane@example.org"
+    call = {"id": "c1", "type": "function", "function": {"name": "mail", "arguments": secret}}
+    session = dataclasses.replace(
+        a_session(messages=0, summaries=[], state=[]),
+        messages=[
+            ImportedMessage(role="user", content=secret, created_at=T0),
+            ImportedMessage(role="assistant", content="ok", tool_calls=[call], created_at=T0),
+        ],
+    )
+    fact = ImportedFact(
+        source_id="f1", origin=Origin("facts.json", 1), content=secret, user_id="telegram:42"
+    )
+
+    report = import_items(tenant=tenant, source="test", items=[session, fact])
+
+    assert dict(report.imported) == {"sessions": 1, "facts": 1}
+    stored = list(Message.objects.order_by("seq"))
+    assert stored[0].content == "write to [redacted:email]"
+    assert stored[1].tool_calls[0]["function"]["arguments"] == "write to [redacted:email]"
+    assert Fact.objects.get().content == "write to [redacted:email]"
+    assert len([c for c in report.changed if "redaction policy" in c.change]) == 3
+    assert AuditEvent.objects.filter(tenant=tenant, action=AuditAction.REDACT).count() == 3
+    assert "jane@example.org" not in str(list(AuditEvent.objects.values("detail", "counts")))
