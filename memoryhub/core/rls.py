@@ -290,11 +290,21 @@ def _exempt_models() -> set[type[Model]]:
     return {global_apps.get_model("accounts", "Membership")}
 
 
+def _scope_id(setting: str) -> str:
+    # The setting as a bigint (NULL when unset, '' or '*'), compared with the column as it is:
+    # `tenant_id::text = current_setting(...)` hid the column from its index and its statistics,
+    # so the planner guessed 0.5 % of the rows, chose nested loops over a tenant's 100,000
+    # messages and turned a 1 ms batch into 400 ms. CASE, not a bare cast: an unset or '*'
+    # setting must match nothing here, not raise.
+    value = f"current_setting('{setting}', true)"
+    return f"(CASE WHEN {value} ~ '^[0-9]{{1,18}}$' THEN {value}::bigint END)"
+
+
 def _policy_sql(table: str, *, person: bool) -> list[str]:
     quoted = f'"{table}"'
     tenant = (
         "(current_setting('app.tenant_id', true) = '*' "
-        "OR tenant_id::text = current_setting('app.tenant_id', true))"
+        f"OR tenant_id = {_scope_id('app.tenant_id')})"
     )
     condition = tenant
     if person:
@@ -303,7 +313,7 @@ def _policy_sql(table: str, *, person: bool) -> list[str]:
         condition += (
             " AND (coalesce(current_setting('app.end_user_id', true), '') = '' "
             "OR end_user_id IS NULL "
-            "OR end_user_id::text = current_setting('app.end_user_id', true))"
+            f"OR end_user_id = {_scope_id('app.end_user_id')})"
         )
     return [
         f"ALTER TABLE {quoted} ENABLE ROW LEVEL SECURITY",
