@@ -7,15 +7,17 @@
     .venv/bin/python -m bench --only facts   # one part only (see bench/parts/)
 
 It serves the API the way production does (gunicorn, several workers, DEBUG off) and measures
-each part in bench/parts/ (appends, reads, facts, context, llm, cleanup, recall), then profiles one
-request of each in-process (Django's WSGI handler, no HTTP): each DB statement's time and where
-the Python time goes.
+each part in bench/parts/ (appends, reads, facts, context, llm, cleanup, recall, import), then
+profiles one request of each in-process (Django's WSGI handler, no HTTP): each DB statement's time
+and where the Python time goes; it ends with one table of every target (issue 18). It connects as
+a plain role (row-level security applies, as in production), created with its database by a
+superuser (--admin-url) when missing.
 
 - config.py: the options and sizes; measure.py: timing, percentiles, CPU and the report's
   lines; harness.py: database, Django, broker, tenants and keys, gunicorn, the HTTP client;
   profiling.py: the in-process profiler; runner.py: the run, in order, and the summary.
 - bench/prune_worker.py and bench/import_memory.py are scripts of their own (the cleanup part
-  starts the first; `make bench` runs the second after the run).
+  starts the first; the import part runs the second as a subprocess).
 
 It is a report: the exit code is 0 unless something broke. See bench/README.md.
 """

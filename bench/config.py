@@ -9,8 +9,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
-DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/memoryhub_bench"
-PARTS = ("appends", "reads", "facts", "context", "llm", "cleanup", "recall")  # what --only takes
+# A plain role (no superuser, no BYPASSRLS) owning its database: production's row-level
+# security applies, as it does to production's role. A database of its own, so one loaded by
+# the superuser before (memoryhub_bench) is not mistaken for it. A superuser --database-url
+# measures without row-level security.
+DEFAULT_DATABASE_URL = "postgres://memoryhub_bench@127.0.0.1:5432/memoryhub_bench_rls"
+# A superuser, to create that role, its database and pgvector when they are missing.
+DEFAULT_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+# What --only takes. "import" runs bench/import_memory.py (a script of its own) as a subprocess.
+PARTS = ("appends", "reads", "facts", "context", "llm", "cleanup", "recall", "import")
 CONTEXT_SMALL_ROWS = 1_000  # the short context session the long one is compared with
 
 SIZES = {
@@ -44,6 +51,7 @@ RECALL_SIZES: dict[str, tuple[tuple[int, ...], int, int]] = {
 @dataclass
 class Config:
     database_url: str
+    admin_url: str
     clients: int
     appends: int
     warmup: int
@@ -60,6 +68,7 @@ class Config:
     recall_rows: tuple[int, ...]  # messages per person, one person per size
     recall_searches: int
     embed_messages: int
+    import_mb: int | None  # import part: the big file's size (None: the script's default)
     only: tuple[str, ...]  # the parts to run, in PARTS order
     workers: int
     worker_class: str
@@ -80,7 +89,15 @@ def parse_args(argv: list[str] | None = None) -> Config:
     parser.add_argument(
         "--database-url",
         default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_DATABASE_URL),
-        help="PostgreSQL database to use (created if missing; env BENCH_DATABASE_URL).",
+        help="PostgreSQL database and role the app and the raw baselines use (env "
+        "BENCH_DATABASE_URL). The default role is a plain one, so row-level security applies "
+        "as in production; a superuser URL measures without it.",
+    )
+    parser.add_argument(
+        "--admin-url",
+        default=os.environ.get("BENCH_ADMIN_URL", DEFAULT_ADMIN_URL),
+        help="A superuser that creates the --database-url role (LOGIN NOSUPERUSER), its "
+        "database (owned by it) and pgvector when missing (env BENCH_ADMIN_URL).",
     )
     parser.add_argument(
         "--big",
@@ -196,6 +213,13 @@ def parse_args(argv: list[str] | None = None) -> Config:
         f"{RECALL_SIZES['default'][2]}, --big {RECALL_SIZES['big'][2]}).",
     )
     parser.add_argument(
+        "--import-mb",
+        type=int,
+        default=None,
+        help="import part: size in MB of the big export bench/import_memory.py imports (and a "
+        "tenth of it); default: the script's.",
+    )
+    parser.add_argument(
         "--only",
         default=",".join(PARTS),
         help=f"Comma-separated parts to run, of: {', '.join(PARTS)}.",
@@ -240,6 +264,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         parser.error(f"--only takes a comma-separated list of: {', '.join(PARTS)}")
     config = Config(
         database_url=args.database_url,
+        admin_url=args.admin_url,
         clients=args.clients,
         appends=args.appends if args.appends is not None else size[0],
         warmup=args.warmup,
@@ -260,6 +285,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
             args.recall_searches if args.recall_searches is not None else recall_size[1]
         ),
         embed_messages=args.embed_messages if args.embed_messages is not None else recall_size[2],
+        import_mb=args.import_mb,
         only=tuple(part for part in PARTS if part in only),
         workers=args.workers,
         worker_class=args.worker_class,

@@ -63,33 +63,128 @@ def database_name(url: str) -> str:
     return name
 
 
-def check_postgres_and_create_database(url: str) -> dict[str, str]:
-    """Fail clearly if PostgreSQL is unreachable; create the bench database if missing."""
+# Row-level security (memoryhub/core/rls.py): every tenant table's policy reads these two
+# settings. The app sets them per request (the key's tenant, and '' for the end user of a key
+# that is not bound to a person); '*' for the tenant is its system scope (every tenant).
+RLS_SYSTEM = "*"
+
+
+def pg_connect(url: str, *, tenant: int | str = RLS_SYSTEM, **kwargs: Any) -> Any:
+    """A psycopg connection scoped as the app scopes its own: `app.tenant_id` = `tenant` and
+    `app.end_user_id` = '' for the session (set_config(..., false), committed, so a later
+    rollback keeps it). The timed raw baselines pass their tenant, to pay the policies' price
+    as the API does; loaders and checks keep the system scope. A superuser ignores both (it
+    bypasses row-level security)."""
+    import psycopg
+
+    conn = psycopg.connect(url, **kwargs)
+    try:
+        conn.execute(
+            "SELECT set_config('app.tenant_id', %s, false), "
+            "set_config('app.end_user_id', '', false)",
+            (str(tenant),),
+        )
+        if not conn.autocommit:
+            conn.commit()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def check_postgres_and_create_database(url: str, admin_url: str) -> dict[str, str]:
+    """Fail clearly if PostgreSQL is unreachable. Through `admin_url` (a superuser), when it
+    connects: create the bench's role if it is missing (LOGIN, not a superuser, no BYPASSRLS:
+    row-level security applies to it as to production's role), its database if missing (owned
+    by it, so it migrates and owns the tables), and pgvector in it where the server has it (not
+    a trusted extension: only a superuser creates it). Returns the server's settings, and
+    `superuser`/`bypassrls` of the role the bench and gunicorn connect as."""
     import psycopg
     from psycopg import sql
 
     name = database_name(url)
-    maintenance = with_database(url, "postgres")
     parts = urlsplit(url)
+    role = parts.username or ""
+    admin_error = ""
     try:
-        conn = psycopg.connect(maintenance, connect_timeout=5, autocommit=True)
+        admin = psycopg.connect(admin_url, connect_timeout=5, autocommit=True)
+    except psycopg.OperationalError as error:
+        admin, admin_error = None, str(error).strip()
+    if admin is not None:
+        with admin:
+            if (
+                role
+                and not admin.execute(
+                    "SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)
+                ).fetchone()
+            ):
+                say(f"creating role {role!r} (LOGIN NOSUPERUSER NOBYPASSRLS)")
+                statement = sql.SQL(
+                    "CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS"
+                ).format(sql.Identifier(role))
+                if parts.password:
+                    statement += sql.SQL(" PASSWORD {}").format(sql.Literal(parts.password))
+                admin.execute(statement)
+            if not admin.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
+            ).fetchone():
+                say(f"creating database {name!r}" + (f" owned by {role!r}" if role else ""))
+                statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+                if role:
+                    statement += sql.SQL(" OWNER {}").format(sql.Identifier(role))
+                admin.execute(statement)
+        with psycopg.connect(with_database(admin_url, name), autocommit=True) as conn:
+            available = conn.execute(
+                "SELECT installed_version IS NULL FROM pg_available_extensions "
+                "WHERE name = 'vector'"
+            ).fetchone()
+            if available and available[0]:
+                try:
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                    say(f"created extension vector in {name!r}")
+                except psycopg.Error as error:
+                    say(
+                        f"NOTE: could not create pgvector ({str(error).strip()}); vectors stay "
+                        "in the application"
+                    )
+    try:
+        conn = psycopg.connect(url, connect_timeout=5, autocommit=True)
     except psycopg.OperationalError as error:
         raise BenchError(
-            f"cannot reach PostgreSQL at {parts.hostname}:{parts.port or 5432} "
-            f"as {parts.username or '(default user)'}:\n  {str(error).strip()}\n"
-            "Start PostgreSQL, or point --database-url / BENCH_DATABASE_URL at a server where "
-            "this user may create databases."
+            f"cannot connect to PostgreSQL at {parts.hostname}:{parts.port or 5432}/{name} "
+            f"as {role or '(default user)'}:\n  {str(error).strip()}\n"
+            + (
+                f"and the admin URL did not connect either:\n  {admin_error}\n"
+                if admin_error
+                else ""
+            )
+            + "Start PostgreSQL, or point --admin-url / BENCH_ADMIN_URL at a superuser that may "
+            "create the role and the database, or --database-url at one that exists."
         ) from None
     with conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            say(f"creating database {name!r}")
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         info: dict[str, str] = {}
         for setting in ("server_version", "fsync", "synchronous_commit", "shared_buffers"):
             row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(setting))).fetchone()
             info[setting] = str(row[0]) if row else "?"
+        row = conn.execute(
+            "SELECT current_user, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
+        assert row is not None
+        info["role"], info["superuser"], info["bypassrls"] = str(row[0]), str(row[1]), str(row[2])
     return info
+
+
+def rls_description(info: dict[str, str]) -> str:
+    """The header's line on the role: whether the numbers include row-level security."""
+    if info.get("superuser") == "True" or info.get("bypassrls") == "True":
+        return (
+            f"{info['role']} bypasses row-level security (superuser or BYPASSRLS): these numbers "
+            "are WITHOUT it; production runs as a plain role"
+        )
+    return (
+        f"{info['role']} (plain role: row-level security forced, as in production; the raw "
+        "baselines set app.tenant_id as the API does)"
+    )
 
 
 def django_environment(database_url: str) -> dict[str, str]:
@@ -186,6 +281,41 @@ def setup_django(env: dict[str, str]) -> None:
     # WhiteNoise warns that staticfiles/ is missing (no collectstatic); the API needs none.
     warnings.filterwarnings("ignore", message="No directory at")
     django.setup()
+    from django.db.backends.signals import connection_created
+
+    # After the app's own receiver (connected in django.setup()), which starts every connection
+    # fail-closed.
+    connection_created.connect(_system_scope_on_connect, dispatch_uid="bench_system_scope")
+
+
+# The bench process's own ORM work (tenants, keys, policies, the loaders' lookups, the recall
+# part's in-process builds) spans tenants, as an operator's command does: the system scope on
+# every connection it opens (a plain role sees no row otherwise). The in-process profiles switch
+# it off, so each profiled request starts fail-closed and is scoped by its key, as in gunicorn.
+_SYSTEM_SCOPE = {"on": True}
+
+
+def _system_scope_on_connect(sender: Any, connection: Any, **_: Any) -> None:
+    from django.db import DEFAULT_DB_ALIAS
+
+    from memoryhub.core.rls import rls_set_system
+
+    if _SYSTEM_SCOPE["on"] and connection.alias == DEFAULT_DB_ALIAS:
+        rls_set_system()
+
+
+def bench_system_scope(on: bool) -> None:
+    """Switch the bench process's system scope on (every connection, this one included) or off
+    (this connection closed: the next one starts fail-closed, as a gunicorn worker's does)."""
+    from django.db import connection
+
+    from memoryhub.core.rls import rls_set_system
+
+    _SYSTEM_SCOPE["on"] = on
+    if on:
+        rls_set_system()
+    else:
+        connection.close()
 
 
 # --- tenants and API keys -------------------------------------------------------------------------
@@ -370,14 +500,16 @@ class Setup:
     sessions: list[str] = field(default_factory=list)  # append sessions, deleted at the end
 
     def new_session(self, label: str, tenant: Tenant | None = None, user: bool = True) -> str:
+        from memoryhub.core.rls import rls_system_scope
         from sessions_app.services import session_create_or_get
 
-        session, _ = session_create_or_get(
-            tenant=tenant or self.tenant,
-            user_id=f"bench:{label}" if user else None,
-            agent_id="bench",
-            metadata={"bench": "append"},
-        )
+        with rls_system_scope():  # also during the profiles (bench_system_scope(False))
+            session, _ = session_create_or_get(
+                tenant=tenant or self.tenant,
+                user_id=f"bench:{label}" if user else None,
+                agent_id="bench",
+                metadata={"bench": "append"},
+            )
         self.sessions.append(str(session.pk))
         return str(session.pk)
 
@@ -386,9 +518,7 @@ def delete_sessions_and_keys(
     database_url: str, session_ids: list[str], api_key_ids: list[str]
 ) -> None:
     """What a run leaves behind: the sessions it appended to (their rows too) and its keys."""
-    import psycopg
-
-    with psycopg.connect(database_url) as conn:
+    with pg_connect(database_url) as conn:
         ids = [uuid.UUID(value) for value in session_ids]
         if ids:
             # A message's vector first (the recall part embeds a session's messages): Django's

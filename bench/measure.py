@@ -65,6 +65,48 @@ def mark(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
+QUICK_NA = "n/a (quick: judged in bench-big)"
+
+
+def judged(ok: bool, judged: bool) -> str:
+    """PASS/FAIL where this run's sizes are the target's, else QUICK_NA."""
+    return mark(ok) if judged else QUICK_NA
+
+
+@dataclass
+class Verdict:
+    """One target of the run's final table: what was measured against what bound, the raw
+    baseline it compares with (if any) and the ratio, as printed; `ok` None when this run does
+    not judge it (the quick run of a target set at --big sizes, or a part that did not run)."""
+
+    target: str  # the target as the issue states it
+    measured: str
+    baseline: str = "-"  # the raw baseline's number, "-" when the target has none
+    ratio: str = "-"
+    ok: bool | None = None
+    note: str = ""  # why it is not judged (default: QUICK_NA)
+
+    @property
+    def verdict(self) -> str:
+        if self.ok is None:
+            return self.note or QUICK_NA
+        return mark(self.ok)
+
+
+def verdicts_table(rows: list[Verdict]) -> list[str]:
+    """The final table's lines: target | measured | raw baseline | ratio | verdict."""
+    header = ("target", "measured", "raw baseline", "ratio", "verdict")
+    cells = [header] + [(r.target, r.measured, r.baseline, r.ratio, r.verdict) for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(4)]
+    lines = []
+    for index, row in enumerate(cells):
+        padded = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        lines.append("  ".join([*padded, row[4]]))
+        if index == 0:
+            lines.append("  ".join("-" * width for width in widths) + "  " + "-" * 7)
+    return lines
+
+
 def section(title: str) -> None:
     print(f"\n== {title} " + "=" * max(0, 94 - len(title)), flush=True)
 

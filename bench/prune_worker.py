@@ -28,10 +28,14 @@ def main(slug: str) -> int:
     from django.db import connection
 
     from memoryhub.accounts.models import Tenant
+    from memoryhub.core.rls import rls_set_system
     from memoryhub.retention.prune import retention_prune_tenant
 
     tenant = Tenant.objects.get(slug=slug)
     connection.ensure_connection()
+    # The system scope, as the hourly beat task runs retention (a system task: every tenant);
+    # set before the signal, so the timed part pays only what the task pays.
+    rls_set_system()
     print("ready", flush=True)
     if not sys.stdin.readline():
         return 1

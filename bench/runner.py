@@ -20,6 +20,7 @@ from bench.config import PARTS, RESULTS_DIR, ROOT, Config, parse_args
 from bench.harness import (
     Gunicorn,
     Setup,
+    bench_system_scope,
     bench_tenant,
     broker_description,
     broker_purge,
@@ -29,11 +30,12 @@ from bench.harness import (
     delete_sessions_and_keys,
     django_environment,
     migrate,
+    rls_description,
     setup_django,
     terminate_on_sigterm,
 )
-from bench.measure import BenchError, say, section
-from bench.parts import appends, cleanup, context, facts, llm, reads, recall
+from bench.measure import BenchError, Verdict, say, section, verdicts_table
+from bench.parts import appends, cleanup, context, facts, importing, llm, reads, recall
 from bench.profiling import InProcessClient
 
 if TYPE_CHECKING:
@@ -52,11 +54,13 @@ PART_MODULES: dict[str, ModuleType] = {
     "llm": llm,
     "cleanup": cleanup,
     "recall": recall,
+    "import": importing,
 }
 assert tuple(PART_MODULES) == PARTS
 # The llm part starts a gunicorn of its own (with an LLM configured), the recall part two (with
 # embeddings on, and off), after the others' stops.
-OWN_SERVER = ("llm", "recall")
+# The import part starts no server (its script runs `manage.py import_memory`).
+OWN_SERVER = ("llm", "recall", "import")
 # The in-process profiles, in this order: the appends' (plain, then with summarization and
 # extraction off and on), a read's, a search's, the context calls'. The cleanup and recall parts
 # have none.
@@ -67,7 +71,7 @@ def prepare(config: Config) -> tuple[Setup, list[str]]:
     """The header, the database (created and migrated), Django, the bench tenant and its key,
     and the chosen parts' data and policy tenants; before gunicorn starts."""
     section("MemoryHub benchmark" + (" (--big)" if config.big else ""))
-    pg = check_postgres_and_create_database(config.database_url)
+    pg = check_postgres_and_create_database(config.database_url, config.admin_url)
     env = django_environment(config.database_url)
     migrate(env)
     setup_django(env)
@@ -77,6 +81,7 @@ def prepare(config: Config) -> tuple[Setup, list[str]]:
         f"  (PostgreSQL {pg['server_version']}, fsync={pg['fsync']}, "
         f"synchronous_commit={pg['synchronous_commit']}, shared_buffers={pg['shared_buffers']})"
     )
+    say(f"role       {rls_description(pg)}")
     say(
         f"machine    {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"gunicorn {config.workers} x {config.worker_class}"
@@ -207,6 +212,8 @@ def run(config: Config) -> dict[str, Any]:
         for part in config.only:
             results.update(PART_MODULES[part].record(outcomes[part], setup))
         if config.profile:
+            # Each profiled request fail-closed until its key scopes it, as in gunicorn.
+            bench_system_scope(False)
             client = InProcessClient(setup.secret)
             profiles: dict[str, Any] = {}
             for part in PROFILED:
@@ -227,6 +234,19 @@ def run(config: Config) -> dict[str, Any]:
     results["part_seconds"] = part_seconds
     if part_seconds:
         say("time       " + ", ".join(f"{k} {v:.0f} s" for k, v in part_seconds.items()))
+    targets = [
+        verdict
+        for part in config.only
+        for verdict in PART_MODULES[part].verdicts(outcomes[part], config)
+    ] + [
+        Verdict(target=f"the {part} part's targets", measured="-", note="n/a (not run: --only)")
+        for part in PARTS
+        if part not in config.only
+    ]
+    section("Targets (issue 18; the raw baselines ran in this run, as the same role)")
+    for line in verdicts_table(targets):
+        say(line)
+    results["targets"] = [{**asdict(v), "verdict": v.verdict} for v in targets]
     if config.save:
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")

@@ -16,12 +16,14 @@ from bench.harness import (
     Setup,
     broker_description,
     broker_queue_size,
+    pg_connect,
     policy_tenant_key,
 )
 from bench.measure import (
     AppendResult,
     BenchError,
     ClientsOutcome,
+    Verdict,
     append_result,
     mark,
     run_clients,
@@ -61,13 +63,12 @@ class RequestReset:
         self.conn: Any = None
 
     def __call__(self) -> None:
-        import psycopg
 
         self.appends += 1
         if self.appends % self.every:
             return
         if self.conn is None:
-            self.conn = psycopg.connect(self.database_url, autocommit=True)
+            self.conn = pg_connect(self.database_url, autocommit=True)
         self.conn.execute(self.SQL, (self.session_id,))
 
     def close(self) -> None:
@@ -340,3 +341,15 @@ def summary(result: LlmResult, config: Config, profiles: dict[str, Any]) -> None
         f"rate off {result.off.rate:6.1f}/s  on {result.on.rate:6.1f}/s"
     )
     say(f"llm     {llm_verdict(result)}")
+
+
+def verdicts(result: LlmResult, config: Config) -> list[Verdict]:
+    return [
+        Verdict(
+            target=f"append p99 summarization+extraction on/off <= {TARGET_LLM_P99_RATIO}",
+            measured=f"p99 {result.on.latency.p99_ms:.2f} ms on",
+            baseline=f"p99 {result.off.latency.p99_ms:.2f} ms off",
+            ratio=f"{result.p99_ratio:.2f}",
+            ok=result.p99_ratio <= TARGET_LLM_P99_RATIO,
+        )
+    ]

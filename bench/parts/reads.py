@@ -8,14 +8,14 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench.config import Config
-from bench.harness import ApiClient, Gunicorn, Setup
-from bench.measure import BenchError, Latency, mark, say, section
+from bench.harness import ApiClient, Gunicorn, Setup, pg_connect
+from bench.measure import BenchError, Latency, Verdict, judged, say, section
 from bench.profiling import AUTH_PHASES, InProcessClient, Phase, print_profile, profile_requests
 
 if TYPE_CHECKING:
     from memoryhub.accounts.models import Tenant
 
-TARGET_READ_P95_MS = 10.0  # API last-20 read p95 at 1,000,000 rows, at most
+TARGET_READ_P95_MS = 3.0  # API last-20 read p95 at 1,000,000 rows, at most (issue 18)
 TARGET_READ_ROWS = 1_000_000
 
 
@@ -29,7 +29,6 @@ class ReadSession:
 
 def ensure_read_session(*, tenant: Tenant, database_url: str, rows: int) -> ReadSession:
     """A session holding exactly `rows` messages, bulk-loaded once and reused afterwards."""
-    import psycopg
 
     from sessions_app.models import Session
     from sessions_app.services import session_create_or_get
@@ -44,7 +43,7 @@ def ensure_read_session(*, tenant: Tenant, database_url: str, rows: int) -> Read
         session, _ = session_create_or_get(
             tenant=tenant, agent_id="bench-read", metadata={"bench": marker}
         )
-    with psycopg.connect(database_url) as conn:
+    with pg_connect(database_url) as conn:
         count, top = conn.execute(
             "SELECT count(*), coalesce(max(seq), 0) FROM sessions_app_message "
             "WHERE session_id = %s",
@@ -120,20 +119,28 @@ def api_reads(*, port: int, secret: str, session_id: str, count: int) -> list[fl
 
 
 def raw_reads(*, database_url: str, tenant_id: int, session_id: str, count: int) -> list[float]:
-    import psycopg
 
     session = uuid.UUID(session_id)
     latencies: list[float] = []
-    with psycopg.connect(database_url, autocommit=True) as conn:
+    # Scoped to the tenant as the API's connection is: both pay the same row-level security.
+    # Never prepared (as Django sends it): under row-level security the policy's filter lowers
+    # the row estimate, and the generic plan PostgreSQL settles on for a prepared statement
+    # sorts the whole session instead of walking (session, seq) backwards: 231 ms, not 0.1 ms,
+    # at 100,000 messages.
+    with pg_connect(database_url, tenant=tenant_id, autocommit=True) as conn:
         for _ in range(20):
-            rows = conn.execute(RAW_READ, (tenant_id, session)).fetchall()
+            rows = conn.execute(RAW_READ, (tenant_id, session), prepare=False).fetchall()
         if len(rows) != 20:
             raise BenchError(f"raw read returned {len(rows)} rows")
         for _ in range(count):
             started = time.perf_counter()
-            conn.execute(RAW_READ, (tenant_id, session)).fetchall()
+            conn.execute(RAW_READ, (tenant_id, session), prepare=False).fetchall()
             latencies.append(time.perf_counter() - started)
     return latencies
+
+
+def read_mark(api: Latency, config: Config) -> str:
+    return judged(api.p95_ms <= TARGET_READ_P95_MS, config.read_rows >= TARGET_READ_ROWS)
 
 
 def read_note(config: Config) -> str:
@@ -201,8 +208,7 @@ def run(setup: Setup, server: Gunicorn) -> tuple[Latency, Latency]:
     say(
         f"ratio API/raw {raw.p50_ms / api.p50_ms:.3f} (as rates: raw p50 / API p50)    "
         f"API p95 {api.p95_ms:.2f} ms "
-        f"(target <= {TARGET_READ_P95_MS:.0f} ms)  {mark(api.p95_ms <= TARGET_READ_P95_MS)}"
-        + read_note(config)
+        f"(target <= {TARGET_READ_P95_MS:.0f} ms)  {read_mark(api, config)}" + read_note(config)
     )
     return api, raw
 
@@ -238,5 +244,19 @@ def summary(result: tuple[Latency, Latency], config: Config, profiles: dict[str,
     say(
         f"read    API p50 {api.p50_ms:6.2f} ms   p95 {api.p95_ms:6.2f} ms"
         f"{'':10}target p95 <= {TARGET_READ_P95_MS:.0f} ms "
-        f"{mark(api.p95_ms <= TARGET_READ_P95_MS)}{read_note(config)}"
+        f"{read_mark(api, config)}{read_note(config)}"
     )
+
+
+def verdicts(result: tuple[Latency, Latency], config: Config) -> list[Verdict]:
+    api, raw = result
+    return [
+        Verdict(
+            target=f"last-20 read p95 <= {TARGET_READ_P95_MS:.0f} ms at "
+            f"{TARGET_READ_ROWS:,} messages",
+            measured=f"p95 {api.p95_ms:.2f} ms at {config.read_rows:,}",
+            baseline=f"p95 {raw.p95_ms:.2f} ms",
+            ratio=f"{api.p95_ms / raw.p95_ms:.1f}x raw",
+            ok=api.p95_ms <= TARGET_READ_P95_MS if config.read_rows >= TARGET_READ_ROWS else None,
+        )
+    ]
