@@ -236,7 +236,9 @@ def broker_queue_size() -> int:
     from memoryhub.celery import app
 
     with app.connection_for_write() as conn:
-        declared = conn.default_channel.queue_declare(queue=CELERY_QUEUE, passive=False)
+        # kombu's stubs type the channel as StdChannel, which lacks the AMQP methods it has.
+        channel: Any = conn.default_channel
+        declared = channel.queue_declare(queue=CELERY_QUEUE, passive=False)
         return int(declared.message_count)
 
 
@@ -250,7 +252,8 @@ def broker_purge(env: dict[str, str]) -> int:
     from memoryhub.celery import app
 
     with app.connection_for_write() as conn:
-        return int(conn.default_channel.queue_purge(queue=CELERY_QUEUE) or 0)
+        channel: Any = conn.default_channel
+        return int(channel.queue_purge(queue=CELERY_QUEUE) or 0)
 
 
 def migrate(env: dict[str, str]) -> None:
