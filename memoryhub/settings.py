@@ -149,6 +149,20 @@ elif _db["ENGINE"] in ("django.db.backends.postgresql", "django.db.backends.post
     _db.setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT_SECONDS", default=5)
     )
+    # A psycopg pool per process instead of a connection per thread kept for CONN_MAX_AGE
+    # (Django allows one or the other): fewer server connections for many idle threads. Every
+    # checkout starts fail-closed for row-level security (core.rls, connection_created).
+    if env.bool("DATABASE_POOL", default=False):
+        _pool_max = env.int(
+            "DATABASE_POOL_MAX_SIZE", default=env.int("GUNICORN_THREADS", default=8)
+        )
+        _db["CONN_MAX_AGE"] = 0
+        _db["OPTIONS"]["pool"] = {
+            "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=min(2, _pool_max)),
+            "max_size": _pool_max,
+            # A request waits this long for a free connection, then fails (a 503).
+            "timeout": env.float("DATABASE_POOL_TIMEOUT_SECONDS", default=10.0),
+        }
 else:
     raise ImproperlyConfigured(f"Unsupported DATABASE_URL engine {_db['ENGINE']!r}")
 
@@ -289,7 +303,8 @@ REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["memoryhub.accounts.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["memoryhub.accounts.permissions.HasApiKeyScope"],
     "DEFAULT_PARSER_CLASSES": ["memoryhub.core.parsers.SafeJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # DRF's JSONRenderer with orjson encoding: the same bytes, faster (core.renderers).
+    "DEFAULT_RENDERER_CLASSES": ["memoryhub.core.renderers.OrjsonRenderer"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "memoryhub.core.errors.api_exception_handler",
@@ -460,6 +475,16 @@ if REDIS_CACHE_URL:
 else:
     # Each process counts alone: the limits hold per web process, not per deployment.
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# A verified API key is kept in the cache this long, so a request costs no key query (accounts.
+# selectors). Revoking, deleting or editing a key (or its tenant) drops it at once: from the
+# shared Redis cache for every process; from local memory only in the process that made the
+# change, hence the short default there (other processes follow within seconds). 0: off.
+MEMORYHUB_AUTH_CACHE_SECONDS: int = env.int(
+    "MEMORYHUB_AUTH_CACHE_SECONDS", default=30 if REDIS_CACHE_URL else 5
+)
+if MEMORYHUB_AUTH_CACHE_SECONDS < 0:
+    raise ImproperlyConfigured("MEMORYHUB_AUTH_CACHE_SECONDS must not be negative.")
 
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -12,7 +12,12 @@ from rest_framework.request import Request
 
 from memoryhub.accounts.binding import PersonCredential
 from memoryhub.accounts.models import ApiKey, Tenant
-from memoryhub.accounts.selectors import ApiKeyInvalid, api_key_for_secret
+from memoryhub.accounts.selectors import (
+    ApiKeyInvalid,
+    api_key_cache_store,
+    api_key_cached,
+    api_key_for_secret,
+)
 from memoryhub.accounts.services import api_key_mark_used
 from memoryhub.core.errors import TooManyFailedAuthentications
 from memoryhub.core.ratelimit import client_address, window_count, window_hit
@@ -36,10 +41,16 @@ def _looks_like_token(presented: str) -> bool:
 
 def credential_for(presented: str) -> ApiKey | PersonCredential:
     """The key or person-bound token `presented` is, or ApiKeyInvalid."""
-    # Row-level security: the tenant is what the lookup finds out, so it looks across tenants.
-    with rls_system_scope():
-        if _looks_like_token(presented) and _token_verifiers:
+    if _looks_like_token(presented) and _token_verifiers:
+        # Row-level security: the tenant is what the lookup finds out, so it looks across
+        # tenants.
+        with rls_system_scope():
             return _token_verifiers[0](presented)
+    # A key verified a moment ago: no query, and no system scope to enter and leave.
+    cached = api_key_cached(presented=presented)
+    if cached is not None:
+        return cached
+    with rls_system_scope():
         return api_key_for_secret(presented=presented)
 
 
@@ -112,9 +123,14 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             return PersonPrincipal(credential), credential
         api_key = credential
         rls_for_tenant(api_key.tenant)
+        from_database = not hasattr(api_key, "auth_cached_at")
+        last_used_at = api_key.last_used_at
         api_key_mark_used(
             api_key=api_key, resolution_seconds=settings.API_KEY_LAST_USED_RESOLUTION_SECONDS
         )
+        if from_database or api_key.last_used_at != last_used_at:
+            # Cached with the use just recorded, or the next requests would record it again.
+            api_key_cache_store(api_key=api_key, presented=presented)
         request.tenant = api_key.tenant  # type: ignore[attr-defined]
         return ApiKeyPrincipal(api_key), api_key
 

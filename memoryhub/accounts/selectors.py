@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import re
 import time
+from typing import Any
 
+from django.conf import settings
+from django.core.cache import cache
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import QuerySet
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 from memoryhub.accounts.models import (
     API_KEY_DISPLAY_PREFIX,
@@ -19,6 +26,8 @@ from memoryhub.accounts.models import (
 )
 from memoryhub.core.errors import ResourceNotFound
 
+logger = logging.getLogger(__name__)
+
 
 class ApiKeyInvalid(Exception):
     """The presented key is unknown, wrong, revoked or expired; `reason` says which."""
@@ -28,12 +37,17 @@ class ApiKeyInvalid(Exception):
         self.reason = reason
 
 
-def api_key_for_secret(*, presented: str) -> ApiKey:
-    """Find and verify a presented key in one query (the tenant comes along for every request)."""
+def _key_prefix(presented: str) -> tuple[str, str]:
     raw = presented.removeprefix(API_KEY_DISPLAY_PREFIX)
     prefix, dot, _ = raw.partition(".")
     if not dot or not prefix:
         raise ApiKeyInvalid("Malformed API key.")
+    return prefix, raw
+
+
+def api_key_for_secret(*, presented: str) -> ApiKey:
+    """Find and verify a presented key in one query (the tenant comes along for every request)."""
+    prefix, raw = _key_prefix(presented)
     # prefix is unique: no ORDER BY needed (the model's default ordering would add one).
     found = list(ApiKey.objects.select_related("tenant").filter(prefix=prefix).order_by()[:1])
     api_key = found[0] if found else None
@@ -42,9 +56,113 @@ def api_key_for_secret(*, presented: str) -> ApiKey:
         raise ApiKeyInvalid("Invalid API key.")
     if api_key.revoked:
         raise ApiKeyInvalid("This API key has been revoked.")
+    _refuse_if_expired(api_key)
+    return api_key
+
+
+def _refuse_if_expired(api_key: ApiKey) -> None:
     if api_key.expiry_date is not None and api_key.expiry_date <= timezone.now():
         raise ApiKeyInvalid("This API key has expired.")
+
+
+# --- the verified-key cache ---------------------------------------------------------------------
+# Every API request used to cost a join query (key + tenant) and a SHA-512 check before any work.
+# A verified key is kept in Django's cache (Redis: shared by every process; local memory without
+# it) for MEMORYHUB_AUTH_CACHE_SECONDS, under its prefix, with an HMAC of the presented key (never
+# the key itself) that a later request must match. Whatever changes a key or its tenant deletes
+# the entry at once (accounts.signals, services.api_key_cache_forget), in every process through
+# the shared cache; the TTL only bounds what a bulk `update()` past the signals could leave.
+# Only usable keys are cached: a revoked, wrong or unknown key always goes to the database.
+AUTH_CACHE_FORMAT = 1
+# What the library generates (get_random_string(8)): anything else is not worth a cache lookup
+# (and a client's odd characters never reach a cache key).
+_PREFIX_SHAPE = re.compile(r"[A-Za-z0-9]{1,32}")
+
+
+def api_key_cache_key(*, prefix: str) -> str:
+    return f"auth:api-key:{prefix}"
+
+
+def _presented_digest(presented: str) -> str:
+    # Keyed by SECRET_KEY: a copy of the cache cannot even check a guess offline.
+    return salted_hmac("memoryhub.auth-cache", presented, algorithm="sha256").hexdigest()
+
+
+def _auth_cache_seconds() -> int:
+    seconds: int = settings.MEMORYHUB_AUTH_CACHE_SECONDS
+    return seconds
+
+
+def api_key_cached(*, presented: str) -> ApiKey | None:
+    """The key `presented` is, from the cache and without a query (its tenant attached); None
+    when it is not there (or the cache is off or unreachable): then ask api_key_for_secret.
+    ApiKeyInvalid when the cached key has expired since (expiry is checked at every use)."""
+    seconds = _auth_cache_seconds()
+    if seconds <= 0:
+        return None
+    try:
+        prefix, _ = _key_prefix(presented)
+    except ApiKeyInvalid:
+        return None
+    if not _PREFIX_SHAPE.fullmatch(prefix):
+        return None
+    try:
+        entry = cache.get(api_key_cache_key(prefix=prefix))
+    except Exception:  # a cache outage costs the query, not the request
+        logger.warning("Auth cache unavailable; verifying the key in the database", exc_info=True)
+        return None
+    if not isinstance(entry, dict) or entry.get("format") != AUTH_CACHE_FORMAT:
+        return None
+    if not constant_time_compare(entry["digest"], _presented_digest(presented)):
+        return None
+    if time.time() - entry["cached_at"] >= seconds:
+        return None
+    key_fields, tenant_fields = entry["key"], entry["tenant"]
+    api_key = ApiKey.from_db(DEFAULT_DB_ALIAS, list(key_fields), list(key_fields.values()))
+    api_key.tenant = Tenant.from_db(
+        DEFAULT_DB_ALIAS, list(tenant_fields), list(tenant_fields.values())
+    )
+    api_key.auth_cached_at = entry["cached_at"]  # type: ignore[attr-defined]
+    if api_key.revoked:  # never stored so; a guard
+        return None
+    _refuse_if_expired(api_key)
     return api_key
+
+
+def _field_values(obj: Any, *, leave_out: frozenset[str] = frozenset()) -> dict[str, Any]:
+    return {
+        field.attname: getattr(obj, field.attname)
+        for field in type(obj)._meta.concrete_fields
+        if field.attname not in leave_out
+    }
+
+
+def api_key_cache_store(*, api_key: ApiKey, presented: str) -> None:
+    """Keep a key that has just been verified (by api_key_for_secret, or taken from the cache
+    and marked used since) for the next requests. The entry keeps its first `cached_at`, so a
+    rewrite never makes it live longer than the TTL."""
+    seconds = _auth_cache_seconds()
+    if seconds <= 0 or api_key.revoked or not _PREFIX_SHAPE.fullmatch(api_key.prefix):
+        return
+    now = time.time()
+    cached_at: float = getattr(api_key, "auth_cached_at", now)
+    remaining = seconds - (now - cached_at)
+    if remaining <= 0:
+        return
+    entry = {
+        "format": AUTH_CACHE_FORMAT,
+        "digest": _presented_digest(presented),
+        "cached_at": cached_at,
+        # hashed_key stays out: nothing on a request's path reads it. (The primary key holds
+        # the same hash, as the database does: a hash of a random secret authenticates no one.)
+        "key": _field_values(api_key, leave_out=frozenset({"hashed_key"})),
+        "tenant": _field_values(api_key.tenant),
+    }
+    try:
+        cache.set(api_key_cache_key(prefix=api_key.prefix), entry, timeout=max(1, int(remaining)))
+    except Exception:
+        logger.warning("Auth cache unavailable; key not cached", exc_info=True)
+    api_key.auth_cached_at = cached_at  # type: ignore[attr-defined]
 
 
 def end_user_get_for_tenant(*, tenant: Tenant, external_id: str) -> EndUser:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.apps import apps
+from django.core.cache import cache
 from django.db import IntegrityError, models, router, transaction
 from django.db.models.deletion import Collector
 from django.utils import timezone
@@ -28,8 +30,12 @@ from memoryhub.accounts.models import (
     end_user_id_is_storable,
     end_user_id_is_writable,
 )
+from memoryhub.accounts.selectors import api_key_cache_key
 from memoryhub.core.errors import InvalidInput, ResourceNotFound
 from memoryhub.core.locks import DELETE_RERUN_SQLSTATES, rows_hold, rows_lock, run_rerunning
+from memoryhub.core.rls import rls_system_scope
+
+logger = logging.getLogger(__name__)
 
 
 def audit_event_record(
@@ -153,6 +159,36 @@ def api_key_revoke(*, api_key: ApiKey, actor: Actor) -> ApiKey:
             object_id=api_key.prefix,
         )
     return api_key
+
+
+def api_key_cache_forget(*, prefixes: Iterable[str]) -> None:
+    """Drop these keys from the verified-key cache (accounts.selectors), for every process that
+    shares it: their next request is verified in the database again. Called by the signals of
+    every save or delete of a key or its tenant, whoever makes it (services, the admin)."""
+    cache_keys = [api_key_cache_key(prefix=prefix) for prefix in prefixes]
+    if not cache_keys:
+        return
+
+    def forget() -> None:
+        try:
+            cache.delete_many(cache_keys)
+        except Exception:
+            # The change itself stands; the cached copy lives out its TTL (at most
+            # MEMORYHUB_AUTH_CACHE_SECONDS) unless the cache comes back first.
+            logger.error("Auth cache unavailable: %d key(s) not forgotten", len(cache_keys))
+
+    forget()
+    if transaction.get_connection().in_atomic_block:
+        # Again once the change is committed: a request that read the row before the commit
+        # may have cached what it saw meanwhile.
+        transaction.on_commit(forget)
+
+
+def api_key_cache_forget_tenant(*, tenant_id: int) -> None:
+    """Drop every key of a tenant from the cache (the cached entries carry the tenant's row)."""
+    with rls_system_scope():
+        prefixes = list(ApiKey.objects.filter(tenant_id=tenant_id).values_list("prefix", flat=True))
+    api_key_cache_forget(prefixes=prefixes)
 
 
 def api_key_mark_used(*, api_key: ApiKey, resolution_seconds: int) -> None:
