@@ -8,8 +8,9 @@ from typing import Any, cast
 from celery import Task, shared_task
 
 from facts_app import embedding
+from memoryhub.core.metrics import embedding_error_count
 from memoryhub.core.rls import system_task, tenant_task
-from memoryhub.llm import LLMPermanentError
+from memoryhub.llm import LLMPermanentError, LLMTransientError
 from memoryhub.llm.tasks import model_task_options
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,11 @@ def embed_rows(self: Task, kind: str, tenant_id: int, ids: list[int]) -> int | N
             tenant_id=int(tenant_id),
             ids=[int(pk) for pk in ids],
         )
+    except LLMTransientError:
+        embedding_error_count(target=kind, permanent=False)
+        raise
     except LLMPermanentError as error:
+        embedding_error_count(target=kind, permanent=True)
         logger.warning("embed_rows %s of tenant %s: %s", kind, tenant_id, error)
         return None
 

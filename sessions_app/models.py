@@ -97,6 +97,16 @@ class Session(TenantOwnedModel):
             models.Index(
                 fields=["tenant", "agent_id", "-last_active_at"], name="session_agent_active"
             ),
+            # The few sessions with a run requested, out of all: what the metrics' backlog
+            # gauges and the beat sweeps (stale requests) look for, without scanning the rest.
+            *(
+                models.Index(
+                    fields=[f"{kind}_requested_at"],
+                    condition=models.Q(**{f"{kind}_requested_at__isnull": False}),
+                    name=f"session_{kind}_requested",
+                )
+                for kind in ("summary", "extraction", "embedding")
+            ),
         ]
 
     def __str__(self) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
+from memoryhub.core.metrics import embedding_error_count
 from memoryhub.core.rls import system_task, tenant_task
 from memoryhub.llm import LLMPermanentError, LLMTransientError
 from memoryhub.llm.tasks import MODEL_TASK_MAX_RETRIES, model_task_options
@@ -122,7 +123,11 @@ def embed_session_messages(self: Task, session_id: str) -> int | None:
         return None
     try:
         done = embedding.message_vectors_compute(session_id=pk)
+    except LLMTransientError:
+        embedding_error_count(target="messages", permanent=False)
+        raise
     except LLMPermanentError as error:
+        embedding_error_count(target="messages", permanent=True)
         logger.warning("embed_session_messages %s: %s", session_id, error)
         return None
     embedding.embedding_request_finish(session_id=pk)

@@ -55,6 +55,19 @@ LLM_ERRORS = Counter(
     ["tenant", "purpose", "error"],
 )
 
+EMBEDDING_ERRORS = Counter(
+    "memoryhub_embedding_errors",
+    "Embedder calls that failed in the embedding tasks, per what they embedded (messages, "
+    "fact, memory, note) and kind of error (transient: retried; permanent: left to the "
+    "sweep).",
+    ["target", "error"],
+)
+
+
+def embedding_error_count(*, target: str, permanent: bool) -> None:
+    EMBEDDING_ERRORS.labels(target=target, error="permanent" if permanent else "transient").inc()
+
+
 RETENTION_ROWS_DELETED = Counter(
     "memoryhub_retention_rows_deleted",
     "Rows the retention cleanup removed, per kind (messages, sessions, ...).",

@@ -5,9 +5,9 @@ One row per (session, kind), written by the Celery signals of the tasks that do 
 ends, back to requested while a transient error waits for its retry. That a run is wanted
 before it starts is the session's own pending-request column (`summary_requested_at`,
 `extraction_requested_at`, `embedding_requested_at`), which the append path and the sweeps set
-anyway: job visibility adds no write to an append, nor to the process that enqueues. (A summary
-forced with `POST …/summarize/` marks no column, so it shows only once it runs.)
-"""
+anyway: job visibility adds no write to an append. A summary forced with `POST …/summarize/`
+marks no column: the process that enqueued it records its row as requested once the broker
+took it (memoryhub.jobs.signals.on_after_task_publish)."""
 
 from __future__ import annotations
 

@@ -33,6 +33,24 @@ def _job_run_write(*, session_id: uuid.UUID, kind: JobKind, fields: dict[str, An
         JobRun.objects.filter(session_id=session_id, kind=kind).update(**fields)
 
 
+def job_run_requested(*, session_id: uuid.UUID, kind: JobKind, task_id: str) -> None:
+    """A run queued without a request column to show it (a summary forced with POST
+    …/summarize/): requested until it starts. A run in progress keeps showing as running (the
+    queued one follows it)."""
+    now = timezone.now()
+    fields: dict[str, Any] = {
+        "state": JobState.REQUESTED,
+        "task_id": task_id[:255],
+        "requested_at": now,
+        "error": "",
+        "updated_at": now,
+    }
+    runs = JobRun.objects.filter(session_id=session_id, kind=kind)
+    if runs.exclude(state=JobState.RUNNING).update(**fields) or runs.exists():
+        return
+    _job_run_write(session_id=session_id, kind=kind, fields=fields)
+
+
 def job_run_started(*, session_id: uuid.UUID, kind: JobKind, task_id: str, attempt: int) -> None:
     fields: dict[str, Any] = {
         "state": JobState.RUNNING,

@@ -113,6 +113,41 @@ def on_task_failure(
         _guarded(services.job_run_failed, session_id=job[0], kind=job[1], error=describe(exception))
 
 
+# The one job enqueued with nothing on the session to say so (core of the forced summary:
+# `force=True`); the others are requested through the session's request columns.
+FORCED_SUMMARY_TASK = "sessions_app.tasks.summarize_session"
+
+
+def _published_arguments(body: Any) -> tuple[Any, Any]:
+    # Celery's message protocol 2 sends (args, kwargs, embed); protocol 1 a dict.
+    if isinstance(body, (tuple, list)) and len(body) >= 2:
+        return body[0], body[1]
+    if isinstance(body, dict):
+        return body.get("args"), body.get("kwargs")
+    return None, None
+
+
+def on_after_task_publish(
+    sender: Any = None, headers: Any = None, body: Any = None, **_: Any
+) -> None:
+    """A forced summary is queued (in the process that enqueued it, once the broker took it):
+    it shows as requested from now, not idle until a worker starts it."""
+    name = str(sender or (headers or {}).get("task") or "")
+    if name != FORCED_SUMMARY_TASK:
+        return
+    args, kwargs = _published_arguments(body)
+    if not isinstance(kwargs, dict) or kwargs.get("force") is not True:
+        return
+    job = session_job_of(name, args, kwargs)
+    if job is not None:
+        _guarded(
+            services.job_run_requested,
+            session_id=job[0],
+            kind=job[1],
+            task_id=str((headers or {}).get("id") or ""),
+        )
+
+
 def connect_celery_signals() -> None:
     from celery import signals
 
@@ -120,3 +155,6 @@ def connect_celery_signals() -> None:
     signals.task_postrun.connect(on_task_postrun, weak=False, dispatch_uid="mh-jobs-postrun")
     signals.task_retry.connect(on_task_retry, weak=False, dispatch_uid="mh-jobs-retry")
     signals.task_failure.connect(on_task_failure, weak=False, dispatch_uid="mh-jobs-failure")
+    signals.after_task_publish.connect(
+        on_after_task_publish, weak=False, dispatch_uid="mh-jobs-published"
+    )

@@ -1,6 +1,7 @@
 """Series counted from the Celery lifecycle of tasks: failed LLM calls per tenant (a model task
-that retries or fails on an LLM error), and the rows each retention cleanup removed (its
-return value)."""
+that retries or fails on an LLM error). The rows retention removes are counted by the run itself
+(memoryhub.retention.prune), batch by batch: a run cut short by its time limit has no return
+value to count from."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from memoryhub.llm import LLMError, LLMPermanentError
 from sessions_app.models import Session
 
 logger = logging.getLogger(__name__)
-
-RETENTION_TASK = "sessions_app.tasks.retention_cleanup"
 
 
 def _llm_error(task: Any, args: Any, kwargs: Any, error: Any) -> None:
@@ -50,21 +49,8 @@ def on_task_failure(
     _llm_error(sender, args, kwargs, exception)
 
 
-def on_task_postrun(
-    task: Any = None, retval: Any = None, state: str | None = None, **_: Any
-) -> None:
-    if getattr(task, "name", "") != RETENTION_TASK or state != "SUCCESS":
-        return
-    # {tenant slug: {kind: rows}}, or None when another run held the lock.
-    for counts in (retval or {}).values() if isinstance(retval, dict) else ():
-        for kind, rows in (counts or {}).items():
-            if isinstance(rows, int) and rows > 0:
-                metrics.RETENTION_ROWS_DELETED.labels(kind=str(kind)).inc(rows)
-
-
 def connect_celery_signals() -> None:
     from celery import signals
 
     signals.task_retry.connect(on_task_retry, weak=False, dispatch_uid="mh-metrics-retry")
     signals.task_failure.connect(on_task_failure, weak=False, dispatch_uid="mh-metrics-failure")
-    signals.task_postrun.connect(on_task_postrun, weak=False, dispatch_uid="mh-metrics-postrun")

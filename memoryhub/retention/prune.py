@@ -38,9 +38,11 @@ from facts_app.services.notes import note_daily_prune
 from memoryhub.accounts.models import Actor, AuditAction, MemoryPolicy, Tenant
 from memoryhub.accounts.selectors import idempotency_records_before
 from memoryhub.accounts.services import audit_event_record, delete_in_batches
+from memoryhub.core import metrics
 from sessions_app.models import Message
 from sessions_app.prune import (
     BATCH_SIZE,
+    BatchPacer,
     ConversationScope,
     Progress,
     TranscriptCapScope,
@@ -136,15 +138,32 @@ def retention_prune_tenant(
     batch_size: int = BATCH_SIZE,
     progress: Progress = _no_progress,
     actor: Actor = RETENTION_ACTOR,
+    pacer: BatchPacer | None = None,
 ) -> PruneReport:
     """Apply the tenant's retention policy once; audit it (one event) unless nothing went or
-    it is a dry run. Idempotent: a second run right after finds nothing left."""
+    it is a dry run. Idempotent: a second run right after finds nothing left.
+
+    Messages go in batches sized by time (sessions_app.prune.BatchPacer, starting at
+    `batch_size`; `pacer` to choose its clock and pauses); the other kinds, in batches of
+    `batch_size`."""
     now = now or timezone.now()
     report = PruneReport(tenant=tenant, dry_run=dry_run)
     try:
-        _retention_apply(report=report, now=now, batch_size=batch_size, progress=progress)
+        _retention_apply(
+            report=report,
+            now=now,
+            batch_size=batch_size,
+            progress=progress,
+            pacer=pacer or BatchPacer(size=batch_size),
+        )
     finally:
-        # Also when interrupted (a time limit, a lost connection): what went is audited.
+        # Also when interrupted (a time limit, a lost connection): what went is audited, and
+        # counted in the metric (here, not from the task's result, which a run cut short has
+        # none of).
+        if not dry_run:
+            for name, rows in report.counts.items():
+                if rows > 0:
+                    metrics.RETENTION_ROWS_DELETED.labels(kind=name).inc(rows)
         if not dry_run and report.total:
             audit_event_record(
                 tenant=tenant,
@@ -168,16 +187,24 @@ def retention_prune_tenant(
 
 
 def _retention_apply(
-    *, report: PruneReport, now: dt.datetime, batch_size: int, progress: Progress
+    *,
+    report: PruneReport,
+    now: dt.datetime,
+    batch_size: int,
+    progress: Progress,
+    pacer: BatchPacer,
 ) -> None:
     tenant, dry_run = report.tenant, report.dry_run
     for scope in _scopes_for_tenant(tenant=tenant, now=now):
         label = "sessions" if scope.agents is None else f"sessions[{next(iter(scope.agents))}]"
         report.cutoffs[label] = scope.cutoff.isoformat()
-        report.counts.update(
-            conversations_prune(
-                scope=scope, dry_run=dry_run, batch_size=batch_size, progress=progress
-            )
+        conversations_prune(
+            scope=scope,
+            dry_run=dry_run,
+            batch_size=batch_size,
+            progress=progress,
+            pacer=pacer,
+            counts=report.counts,
         )
     for cap_scope in _transcript_scopes_for_tenant(tenant=tenant):
         label = (
@@ -186,11 +213,18 @@ def _retention_apply(
             else f"transcript_cap[{next(iter(cap_scope.agents))}]"
         )
         report.cutoffs[label] = f"{cap_scope.cap} messages"
-        evicted = transcripts_cap(
-            scope=cap_scope, dry_run=dry_run, batch_size=batch_size, progress=progress
-        )
-        report.transcript_evicted += evicted[kind(Message)]
-        report.counts.update(evicted)
+        before = report.counts[kind(Message)]
+        try:
+            transcripts_cap(
+                scope=cap_scope,
+                dry_run=dry_run,
+                batch_size=batch_size,
+                progress=progress,
+                pacer=pacer,
+                counts=report.counts,
+            )
+        finally:
+            report.transcript_evicted += report.counts[kind(Message)] - before
     tenant_policy = MemoryPolicy.objects.filter(tenant=tenant, agent_id="").first()
     note_days = _policy_days(
         tenant_policy, "daily_note_retention_days", DEFAULT_DAILY_NOTE_RETENTION_DAYS
