@@ -128,6 +128,14 @@ def retention_survey(
     now = now or timezone.now()
     days, note_days = _cutoffs(tenant=tenant, now=now)
     survey = RetentionSurvey(now=now, retention_days=days, daily_note_retention_days=note_days)
+    # A first import of this source (the usual case) has nothing imported before: no query per
+    # session to find out.
+    earlier = ImportedRecord.objects.filter(tenant=tenant, source=source).exists()
+
+    def imported_before(*, kind: str, source_id: str) -> bool:
+        return earlier and _imported_before(
+            tenant=tenant, source=source, kind=kind, source_id=source_id
+        )
 
     def older(value: dt.datetime | None) -> None:
         if value is not None and (survey.oldest is None or value < survey.oldest):
@@ -136,9 +144,7 @@ def retention_survey(
     for item in items:
         if isinstance(item, ImportedSession):
             messages = iter(item.messages)
-            if item.pinned or _imported_before(
-                tenant=tenant, source=source, kind="sessions", source_id=item.source_id
-            ):
+            if item.pinned or imported_before(kind="sessions", source_id=item.source_id):
                 continue
             agent = item.agent_id if item.agent_id in days else ""
             window = days[agent]
@@ -160,18 +166,14 @@ def retention_survey(
         elif isinstance(item, ImportedNote):
             if item.day is None or note_days is None:
                 continue
-            if _imported_before(
-                tenant=tenant, source=source, kind="notes", source_id=item.source_id
-            ):
+            if imported_before(kind="notes", source_id=item.source_id):
                 continue
             if item.day < (now - dt.timedelta(days=note_days)).date():
                 survey.daily_notes += 1
         elif isinstance(item, ImportedMemory):
             if item.pinned or item.expires_at is None or item.expires_at > now:
                 continue
-            if not _imported_before(
-                tenant=tenant, source=source, kind="user_memories", source_id=item.source_id
-            ):
+            if not imported_before(kind="user_memories", source_id=item.source_id):
                 survey.memories += 1
     return survey
 

@@ -34,6 +34,14 @@ def import_items(
     """Import every record `items` yields into `tenant`; see ImportSink for the guarantees.
     `pin`: the sessions it creates are exempt from retention (transfer.retention)."""
     sink = ImportSink(tenant=tenant, source=source, dry_run=dry_run, pin=pin)
+    with sink.commits_unflushed():
+        _feed(sink=sink, items=items, progress=progress)
+        return sink.finish()
+
+
+def _feed(
+    *, sink: ImportSink, items: Iterable[Item], progress: Callable[[Item], None] | None
+) -> None:
     for item in items:
         if isinstance(item, Skipped):
             sink.report.skipped.append(item)
@@ -59,4 +67,3 @@ def import_items(
             raise TypeError(f"not an import record: {item!r}")
         if progress is not None:
             progress(item)
-    return sink.finish()

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import itertools
@@ -26,12 +27,13 @@ import json
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connections, router, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Model
 from django.utils import timezone
 
@@ -48,7 +50,12 @@ from facts_app.models import (
 )
 from facts_app.services.facts import fact_content_hash, fact_search_text
 from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, EndUser, MemoryPolicy, Tenant
-from memoryhub.accounts.redaction import redact_for_write, redact_tool_calls, tool_calls_with
+from memoryhub.accounts.redaction import (
+    redact_for_write,
+    redact_tool_calls,
+    redaction_for,
+    tool_calls_with,
+)
 from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.errors import InvalidInput
@@ -90,6 +97,9 @@ from sessions_app.models import (
 )
 
 MESSAGE_CHUNK = 1000
+# Sessions whose embedding is requested together (two queries and a task per batch), after
+# their own commits: a request never names a session that was rolled back.
+EMBEDDING_REQUEST_BATCH = 100
 # Imports keep texts the API would refuse (a 120 KB tool output is routine) up to this size.
 IMPORT_MAX_CONTENT_BYTES_DEFAULT = 256 * 1024
 TRUNCATION_MARKER = "\n\n[… cut by the MemoryHub import: {original} bytes, the first {kept} kept]"
@@ -115,6 +125,78 @@ _KIND_MODELS: dict[str, type[Model]] = {
     "facts": Fact,
     "notes": Note,
 }
+
+
+_MESSAGE_ROLES = frozenset(MessageRole.values)
+_MESSAGE_FIELDS = (
+    "tenant",
+    "session",
+    "seq",
+    "role",
+    "content",
+    "name",
+    "tool_call_id",
+    "tool_calls",
+    "metadata",
+    "token_count",
+    "created_at",
+)
+_MESSAGE_COLUMNS = tuple(
+    str({field.name: field.column for field in Message._meta.concrete_fields}[name])
+    for name in _MESSAGE_FIELDS
+)
+_TOKEN_COUNT = _MESSAGE_FIELDS.index("token_count")
+_SESSION_FK = Message._meta.get_field("session")
+
+
+def _insert_rows(
+    db: BaseDatabaseWrapper,
+    model: type[Model],
+    *,
+    columns: tuple[str, ...],
+    rows: list[tuple[Any, ...]],
+) -> None:
+    """INSERT `rows` (values ready for the database, in `columns`' order) as few multi-row
+    statements as the backend's parameter limit allows."""
+    if not rows:
+        return
+    limit = db.features.max_query_params
+    per_statement = max(1, limit // len(columns)) if limit else len(rows)
+    quote = db.ops.quote_name
+    # Names from the model's own metadata, quoted; every value is a parameter.
+    head = (
+        f"INSERT INTO {quote(model._meta.db_table)} "  # noqa: S608
+        f"({', '.join(quote(column) for column in columns)}) VALUES "
+    )
+    placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    with db.cursor() as cursor:
+        for start in range(0, len(rows), per_statement):
+            part = rows[start : start + per_statement]
+            cursor.execute(
+                head + ", ".join([placeholders] * len(part)),
+                [value for row in part for value in row],
+            )
+
+
+def _insert_as_is(row: Model) -> None:
+    """INSERT `row` with the values it holds: its source's created_at is kept (auto_now_add and
+    auto_now do not apply), so no UPDATE has to follow. `raw` is how Django's loaddata saves a
+    row as it is; no signal receiver listens to the models imported this way."""
+    row.save_base(raw=True, force_insert=True)
+
+
+def _json_text(value: Any, *, what: str, max_bytes: int) -> str:
+    """`value` as JSON text (how a JSON column takes it on both backends), checked as
+    _json_size checks it."""
+    try:
+        encoded = json.dumps(value)
+    except (TypeError, ValueError) as error:
+        raise RecordRejected(f"{what} is not JSON: {error}") from None
+    if len(encoded) > max_bytes:  # ASCII (json.dumps escapes the rest): a character a byte
+        raise RecordRejected(f"{what} is over {max_bytes} bytes.")
+    if "\\u0000" in encoded:
+        raise RecordRejected(f"{what} contains a NUL character.")
+    return encoded
 
 
 def source_key(source_id: str) -> str:
@@ -205,6 +287,13 @@ class ImportSink:
         # The importer chose to exempt what it brings in from retention (transfer.retention).
         self.pin = pin
         self._content_max = import_max_content_bytes()
+        self._message_api_max = _limit("MESSAGE_CONTENT_MAX_BYTES")
+        self._metadata_max = _limit("METADATA_MAX_BYTES")
+        self._db = connections[router.db_for_write(Message)]
+        self._db_session_id: Any = None
+        # agent id -> whether its policy redacts (the tenant's for ""): looked up once per
+        # import, not per message; forgotten when the import brings a policy of its own.
+        self._redaction: dict[str, bool] = {}
         self.report = ImportReport(dry_run=dry_run)
         # Source session id -> the session it became (this run's, or an earlier run's).
         self._sessions: dict[str, uuid.UUID] = {}
@@ -213,14 +302,28 @@ class ImportSink:
         # deferred foreign key lets a task context point at it before its own rollback).
         self._plans: dict[str, int] = {}
         self._users: dict[str, EndUser] = {}
+        # Whether an earlier run of this source left anything in this tenant. When none did (a
+        # first import), a session or fact is "already there" only if this run brought it (the
+        # maps above): no query per record. A run beside this one is still caught, by
+        # ImportedRecord's unique constraint. A dry run asks each time (its rows are rolled back).
+        self._first_run = (
+            not dry_run and not ImportedRecord.objects.filter(tenant=tenant, source=source).exists()
+        )
         self._supersede: list[tuple[str, str]] = []
         # The current item's changes, reported only if it is imported (not if it is skipped).
         self._changes: list[Changed] = []
+        # Sessions given messages by the current item, then by the committed items: their
+        # embedding is requested in batches (EMBEDDING_REQUEST_BATCH) and at `finish`.
+        self._item_embeddings: list[uuid.UUID] = []
+        self._embeddings: list[uuid.UUID] = []
 
     # --- shared ---------------------------------------------------------------------------------
     def _already(self, *, kind: str, source_id: str) -> str | None:
         """What this source record became in an earlier run, if that row still exists (a
         purged or erased one is imported again)."""
+        if self._first_run and kind in ("sessions", "facts"):
+            mapped = self._sessions if kind == "sessions" else self._facts
+            return str(mapped[source_id]) if source_id in mapped else None
         record = (
             ImportedRecord.objects.filter(
                 tenant=self.tenant, source=self.source, kind=kind, source_key=source_key(source_id)
@@ -283,8 +386,9 @@ class ImportSink:
             write = lambda: grow(existing)  # noqa: E731
         users_before = dict(self._users)
         self._changes = []
+        self._item_embeddings = []
         try:
-            with transaction.atomic():
+            with transaction.atomic(using=self._db.alias):
                 object_id = write()
                 if existing is None:
                     self._remember(kind=kind, source_id=source_id, object_id=str(object_id))
@@ -301,9 +405,41 @@ class ImportSink:
             self.report.skip(kind=kind, origin=origin, reason=f"refused by the database: {error}")
             return
         self.report.changed.extend(self._changes)
+        if not self.dry_run:
+            self._embeddings.extend(self._item_embeddings)
+            if len(self._embeddings) >= EMBEDDING_REQUEST_BATCH:
+                self._embeddings_request()
         if existing is None:
             self.report.imported[kind] += 1
             self._note_mapping(kind=kind, source_id=source_id, object_id=str(object_id))
+
+    @contextlib.contextmanager
+    def commits_unflushed(self) -> Iterator[None]:
+        """While the import runs, its commits do not wait for the disk (PostgreSQL's
+        synchronous_commit off, on this connection only): should the server crash before one is
+        flushed (a fraction of a second later), the item and its ImportedRecord are lost
+        together, and running the import again brings them. That wait was a tenth of an
+        import's time. Not inside an outer transaction (a request's, a test's): its own commit
+        keeps the server's setting."""
+        if self._db.vendor != "postgresql" or self._db.in_atomic_block:
+            yield
+            return
+        with self._db.cursor() as cursor:
+            cursor.execute("SET synchronous_commit TO OFF")
+        try:
+            yield
+        finally:
+            try:
+                with self._db.cursor() as cursor:
+                    cursor.execute("RESET synchronous_commit")
+            except DatabaseError:  # the connection is gone, and its setting with it
+                pass
+
+    def _embeddings_request(self) -> None:
+        """Imported turns are recalled like appended ones: ask for their vectors."""
+        if self._embeddings:
+            embedding_request_sessions(session_ids=self._embeddings)
+            self._embeddings = []
 
     def _note_mapping(self, *, kind: str, source_id: str, object_id: str) -> None:
         if kind == "sessions":
@@ -373,6 +509,7 @@ class ImportSink:
         except ValidationError as error:
             raise RecordRejected(f"invalid memory policy: {error.message_dict}") from None
         policy.save()
+        self._redaction.clear()  # this policy may redact what follows
         return policy.pk
 
     # --- sessions -------------------------------------------------------------------------------
@@ -399,12 +536,16 @@ class ImportSink:
                 )
         _json_size(item.metadata, what="session metadata", max_bytes=_limit("METADATA_MAX_BYTES"))
         created_at = _aware(item.created_at, what="session created_at") or timezone.now()
-        session = Session.objects.create(
+        # Its row is inserted last, counters and source times included (one INSERT, no UPDATE):
+        # the foreign keys of its messages, state and summaries are checked at commit.
+        session = Session(
             tenant=self.tenant,
             end_user=self._end_user(item.user_id) if item.user_id else None,
             agent_id=item.agent_id,
             external_key=external_key,
             metadata=item.metadata,
+            created_at=created_at,
+            updated_at=timezone.now(),
             last_active_at=_aware(item.last_active_at, what="last_active_at") or created_at,
             pinned=self.pin or item.pinned,
             state_cap=self._state_cap(item),
@@ -455,21 +596,18 @@ class ImportSink:
             summarized_seq = summary.through_seq
         if summarized_seq:
             summarized_tokens = sum(t for seq, t in token_by_seq.items() if seq <= summarized_seq)
-        Session.objects.filter(pk=session.pk).update(
-            created_at=created_at,
-            last_seq=last_seq,
-            message_count=count,
-            token_count=tokens,
-            state_clock=len(item.state),
-            summarized_seq=summarized_seq,
-            summarized_tokens=summarized_tokens,
-            # Imported history is not mined again: the facts of that time come with the import
-            # (or not at all); only new exchanges are extracted.
-            extracted_seq=last_seq,
-        )
+        session.last_seq = last_seq
+        session.message_count = count
+        session.token_count = tokens
+        session.state_clock = len(item.state)
+        session.summarized_seq = summarized_seq
+        session.summarized_tokens = summarized_tokens
+        # Imported history is not mined again: the facts of that time come with the import (or
+        # not at all); only new exchanges are extracted.
+        session.extracted_seq = last_seq
+        _insert_as_is(session)
         if count:
-            # Imported turns are recalled like appended ones: ask for their vectors after commit.
-            embedding_request_sessions(session_ids=[session.pk])
+            self._item_embeddings.append(session.pk)
         return session.pk
 
     def _state_cap(self, item: ImportedSession) -> int | None:
@@ -501,11 +639,11 @@ class ImportSink:
         seq: int,
         origin: Origin,
         default_time: dt.datetime,
-    ) -> Message:
-        """The row a message becomes: an unknown role renamed and an oversized content cut,
-        each said in the report."""
+    ) -> tuple[Any, ...]:
+        """The values a message's row gets, in _MESSAGE_COLUMNS' order: an unknown role renamed
+        and an oversized content cut, each said in the report."""
         role, metadata = message.role, message.metadata
-        if role not in MessageRole.values:
+        if role not in _MESSAGE_ROLES:
             role = ROLE_ALIASES.get(role.lower(), UNKNOWN_ROLE_STORED_AS)
             metadata = {**metadata, "source_role": message.role}
             self._changed(
@@ -531,44 +669,53 @@ class ImportSink:
                 change=f"message {seq}: {original_bytes} bytes, over the import limit of "
                 f"{self._content_max}; stored cut, with a marker (metadata import_truncated).",
             )
-        elif len(content.encode()) > _limit("MESSAGE_CONTENT_MAX_BYTES"):
+        elif len(content) > self._message_api_max and len(content.encode()) > (
+            self._message_api_max
+        ):  # len(str) <= len(bytes): most contents need no encoding to be known small
             self._changed(
                 kind="messages",
                 origin=origin,
                 change=f"message {seq}: {len(content.encode())} bytes, over the API's limit of "
-                f"{_limit('MESSAGE_CONTENT_MAX_BYTES')}; kept whole (the import limit is "
-                f"{self._content_max}).",
+                f"{self._message_api_max}; kept whole (the import limit is {self._content_max}).",
             )
-        _json_size(metadata, what=f"message {seq} metadata", max_bytes=_limit("METADATA_MAX_BYTES"))
-        tool_calls = message.tool_calls
-        values = {"content": content, **redact_tool_calls(tool_calls=tool_calls)}
-        masked = self._redacted(
-            values,
-            object_type="message",
-            agent_id=session.agent_id,
-            kind="messages",
-            origin=origin,
-            what=f"message {seq}",
+        encoded_metadata = _json_text(
+            metadata, what=f"message {seq} metadata", max_bytes=self._metadata_max
         )
-        redacted = masked != values
-        if redacted:
-            content = masked["content"]
-            tool_calls = tool_calls_with(tool_calls=tool_calls, values=masked)
-        return Message(
-            tenant=self.tenant,
-            session=session,
-            seq=seq,
-            role=role,
-            content=content,
-            name=_text(message.name, what=f"message {seq} name")[:128],
-            tool_call_id=message.tool_call_id[:128],
-            tool_calls=tool_calls,
-            metadata=metadata,
-            token_count=message.token_count
+        tool_calls = message.tool_calls
+        redacted = False
+        if self._redacting(agent_id=session.agent_id):
+            values = {"content": content, **redact_tool_calls(tool_calls=tool_calls)}
+            masked = self._redacted(
+                values,
+                object_type="message",
+                agent_id=session.agent_id,
+                kind="messages",
+                origin=origin,
+                what=f"message {seq}",
+            )
+            redacted = masked != values
+            if redacted:
+                content = masked["content"]
+                tool_calls = tool_calls_with(tool_calls=tool_calls, values=masked)
+        token_count = (
+            message.token_count
             if message.token_count is not None and original_bytes is None and not redacted
-            else count_tokens(content),
-            # A message without a time of its own gets its session's.
-            created_at=_aware(message.created_at, what=f"message {seq} time") or default_time,
+            else count_tokens(content)
+        )
+        # A message without a time of its own gets its session's.
+        created_at = _aware(message.created_at, what=f"message {seq} time") or default_time
+        return (
+            self.tenant.pk,
+            self._db_session_id,
+            seq,
+            role,
+            content,
+            _text(message.name, what=f"message {seq} name")[:128],
+            message.tool_call_id[:128],
+            None if tool_calls is None else json.dumps(tool_calls),
+            encoded_metadata,
+            token_count,
+            self._db.ops.adapt_datetimefield_value(created_at),
         )
 
     def _write_messages(
@@ -583,10 +730,17 @@ class ImportSink:
     ) -> tuple[int, int, int, dict[int, int]]:
         """Insert the messages in chunks after `after_seq`; returns last seq, count, tokens,
         tokens per seq (only up to the summaries' range is needed, but seqs are few compared
-        with contents). `keep_seqs`: a source's own seqs (MemoryHub's export) are kept."""
+        with contents). `keep_seqs`: a source's own seqs (MemoryHub's export) are kept.
+
+        Rows go in as one multi-row INSERT per chunk, built here: bulk_create's model instances
+        and (on PostgreSQL) its UNNEST arrays, dumped element by element in Python, cost more
+        than the database's own work for an import's hundreds of thousands of messages. The
+        values are checked above as the model would (role, sizes, NUL, offsets) and the
+        database checks the rest (seq order, unique seqs, the role's CHECK)."""
         last_seq = after_seq
         count = tokens = 0
         token_by_seq: dict[int, int] = {}
+        self._db_session_id = _SESSION_FK.get_db_prep_save(session.pk, self._db)
         stream = iter(messages)
         while chunk := list(itertools.islice(stream, MESSAGE_CHUNK)):
             rows = []
@@ -602,11 +756,12 @@ class ImportSink:
                     default_time=default_time,
                 )
                 rows.append(row)
-                token_by_seq[seq] = row.token_count
+                token_count = row[_TOKEN_COUNT]
+                token_by_seq[seq] = token_count
                 last_seq = seq
                 count += 1
-                tokens += row.token_count
-            Message.objects.bulk_create(rows)
+                tokens += token_count
+            _insert_rows(self._db, Message, columns=_MESSAGE_COLUMNS, rows=rows)
         return last_seq, count, tokens, token_by_seq
 
     def _grow_session(self, item: ImportedSession, *, session_id: str) -> uuid.UUID:
@@ -687,7 +842,7 @@ class ImportSink:
             pinned=session.pinned or self.pin,
         )
         if count:
-            embedding_request_sessions(session_ids=[session.pk])
+            self._item_embeddings.append(session.pk)
         self.report.added_to_existing["messages"] += count
         return session.pk
 
@@ -701,6 +856,13 @@ class ImportSink:
             grow=lambda existing: self._grow_memory(item, memory_id=existing),
         )
 
+    def _redacting(self, *, agent_id: str) -> bool:
+        """Whether the policy in force for `agent_id` redacts anything (asked once an import)."""
+        if agent_id not in self._redaction:
+            _mode, classes = redaction_for(tenant_id=self.tenant.pk, agent_id=agent_id)
+            self._redaction[agent_id] = bool(classes)
+        return self._redaction[agent_id]
+
     def _redacted(
         self,
         values: dict[str, str],
@@ -713,6 +875,8 @@ class ImportSink:
     ) -> dict[str, str]:
         """`values` as the tenant's redaction policy wants them stored. An import masks even
         under "refuse": refusing would drop the record, and an import loses nothing unsaid."""
+        if not self._redacting(agent_id=agent_id):
+            return values
         masked = redact_for_write(
             tenant_id=self.tenant.pk,
             values=values,
@@ -882,7 +1046,7 @@ class ImportSink:
                     session_id=source_session, seq__in=item.source_message_seqs
                 ).values_list("pk", flat=True)
             )
-        fact = Fact.objects.create(
+        fact = Fact(
             tenant=self.tenant,
             end_user=end_user,
             content=content,
@@ -894,11 +1058,10 @@ class ImportSink:
             source_session_id=source_session,
             source_message_ids=source_message_ids,
             valid_until=_aware(item.valid_until, what="fact valid_until"),
+            created_at=_aware(item.created_at, what="fact created_at") or timezone.now(),
+            updated_at=timezone.now(),
         )
-        if item.created_at is not None:
-            Fact.objects.filter(pk=fact.pk).update(
-                created_at=_aware(item.created_at, what="fact created_at")
-            )
+        _insert_as_is(fact)
         return fact.pk
 
     # --- asynchronous work: plans and task contexts ---------------------------------------------
@@ -1021,8 +1184,9 @@ class ImportSink:
             model._default_manager.filter(pk=pk).update(**stamps)
 
     def finish(self) -> ImportReport:
-        """Link facts to the facts that superseded them (both may come in any order), then
-        return the report."""
+        """Link facts to the facts that superseded them (both may come in any order), request
+        the last embeddings, then return the report."""
+        self._embeddings_request()
         for old_source, new_source in self._supersede:
             old, new = self._facts.get(old_source), self._facts.get(new_source)
             if old is None or new is None:

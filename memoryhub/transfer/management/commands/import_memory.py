@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
@@ -22,6 +23,9 @@ from memoryhub.transfer.types import Item
 
 
 class Command(BaseCommand):
+    # The model checks only: the URL checks import every view of the web process (seconds of
+    # an import's start and tens of MB, for nothing an import uses).
+    requires_system_checks = [Tags.models]
     help = (
         "Import memory into a tenant: MemoryHub's own JSON Lines export (.jsonl or .jsonl.gz) "
         "or a bot's store (basic-session: a memory/ directory; picobot: sessions.json or its "
