@@ -5,13 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from django.db import connections, router
 from django.db.models import (
     Count,
-    F,
     Func,
     IntegerField,
     Max,
@@ -22,6 +22,7 @@ from django.db.models import (
     Sum,
 )
 from django.db.models.functions import Coalesce
+from django.utils.dateparse import parse_datetime
 
 from memoryhub.accounts.models import Tenant
 from memoryhub.core.errors import ResourceNotFound
@@ -177,11 +178,101 @@ def message_tail_for_context(*, tenant: Tenant, session_id: uuid.UUID, last: int
     return MessageTail(messages=newest_first[:last][::-1], has_more=len(newest_first) > last)
 
 
+class MessageRecord(NamedTuple):
+    """A stored message as the API shows it (sessions_app.api.serializers.message_data reads
+    it as it reads a Message): read from the cursor, without building a model instance."""
+
+    id: int
+    session_id: uuid.UUID
+    seq: int
+    role: str
+    content: str
+    name: str
+    tool_call_id: str
+    tool_calls: Any
+    metadata: Any
+    token_count: int
+    created_at: dt.datetime
+
+
+# A history turn's fields (the context's relevant history), as `.values()` would name them.
+TURN_FIELDS = ("id", "session_id", "seq", "name", "role", "content", "created_at")
+
+
+def message_neighbours_for_context(
+    *, tenant: Tenant, places: Sequence[tuple[uuid.UUID, int]]
+) -> dict[tuple[uuid.UUID, int], dict[str, Any]]:
+    """The messages before and after each (session, seq) place, by place, as dicts of
+    TURN_FIELDS: one query for a few places (the rows of their sessions at their seqs +-1, the
+    few extra ones dropped here), written as SQL: the context reads it before nearly every
+    model call a bot makes, where the ORM built it anew each time."""
+    if not places:
+        return {}
+    wanted = {(session, seq + step) for session, seq in places for step in (-1, 1)}
+    sessions = sorted({session for session, _ in wanted})
+    seqs = sorted({seq for _, seq in wanted})
+    connection = connections[router.db_for_read(Message)]
+    prep = Session._meta.pk.get_db_prep_value
+    sql = (
+        'SELECT "id", "session_id", "seq", "name", "role", "content", "created_at" '  # noqa: S608
+        'FROM "sessions_app_message" WHERE "tenant_id" = %s '
+        f'AND "session_id" IN ({", ".join(["%s"] * len(sessions))}) '
+        f'AND "seq" IN ({", ".join(["%s"] * len(seqs))})'
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [tenant.pk, *(prep(s, connection) for s in sessions), *seqs])
+        rows = cursor.fetchall()
+    found: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+    for message_id, session_id, seq, name, role, content, created_at in rows:
+        session = session_id if isinstance(session_id, uuid.UUID) else uuid.UUID(session_id)
+        if (session, seq) in wanted:
+            found[(session, seq)] = {
+                "id": message_id,
+                "session_id": session,
+                "seq": seq,
+                "name": name,
+                "role": role,
+                "content": content,
+                "created_at": _datetime_column(created_at),
+            }
+    return found
+
+
 @dataclass(frozen=True)
 class MessagePage:
-    messages: list[Message]
+    messages: list[MessageRecord]
     has_more: bool
     last_seq: int
+
+
+# The page's rows carry their session's last_seq through the join; the join also applies the
+# session's own row-level policy, as the ORM's join did. Built once: the last N, or after a seq.
+_MESSAGE_PAGE_SQL = """
+SELECT m."id", m."seq", m."role", m."content", m."name", m."tool_call_id", m."tool_calls",
+  m."metadata", m."token_count", m."created_at", s."last_seq"
+FROM "sessions_app_message" AS m
+INNER JOIN "sessions_app_session" AS s ON (s."id" = m."session_id")
+WHERE m."tenant_id" = %s AND m."session_id" = %s{after}
+ORDER BY m."seq" {order}
+LIMIT %s
+"""
+_SEQ_MAX = 2**63 - 1  # PositiveBigIntegerField's largest value, on either database
+_MESSAGE_PAGE_LAST_SQL = _MESSAGE_PAGE_SQL.format(after="", order="DESC")
+_MESSAGE_PAGE_AFTER_SQL = _MESSAGE_PAGE_SQL.format(after=' AND m."seq" > %s', order="ASC")
+
+
+def _json_column(value: Any) -> Any:
+    # Both databases hand JSON back as text to a plain cursor (Django's psycopg setup loads
+    # jsonb as text too); the fields have no custom decoder.
+    return None if value is None else json.loads(value)
+
+
+def _datetime_column(value: dt.datetime | str) -> dt.datetime:
+    # PostgreSQL hands back an aware datetime; SQLite the text Django stored (UTC, naive).
+    parsed = value if isinstance(value, dt.datetime) else parse_datetime(value)
+    if parsed is None:
+        raise ValueError(f"Not a stored datetime: {value!r}")
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
 
 
 def message_page_for_tenant(
@@ -197,23 +288,59 @@ def message_page_for_tenant(
     `has_more` says whether older messages exist (with `last`) or newer ones follow (with
     `after_seq`). This read comes before nearly every model call a bot makes, so it is one
     query: the rows carry their session's last_seq through a join. Only an empty page needs a
-    second query, to tell an empty session from a missing (or foreign) one.
+    second query, to tell an empty session from a missing (or foreign) one. The statement is
+    written as SQL and its rows read as records (no Message instances): building it through
+    the ORM and converting its rows cost several times the database's time.
     """
     pk = _session_pk(session_id)
-    rows = Message.objects.filter(tenant=tenant, session_id=pk).annotate(
-        session_last_seq=F("session__last_seq")
-    )
+    connection = connections[router.db_for_read(Message)]
+    db_pk = Session._meta.pk.get_db_prep_value(pk, connection)  # SQLite keeps UUIDs as hex
     if after_seq is not None:
-        found = list(rows.filter(seq__gt=after_seq).order_by("seq")[: limit + 1])
-        has_more = len(found) > limit
-        messages = found[:limit]
+        size = limit
+        sql = _MESSAGE_PAGE_AFTER_SQL
+        # Past the column's range nothing follows (the ORM's lookup knew; the driver refuses).
+        params: list[Any] = [tenant.pk, db_pk, min(after_seq, _SEQ_MAX), size + 1]
     else:
-        count = last if last is not None else 20
-        newest_first = list(rows.order_by("-seq")[: count + 1])
-        has_more = len(newest_first) > count
-        messages = list(reversed(newest_first[:count]))
-    if messages:
-        last_seq = messages[0].session_last_seq
+        size = last if last is not None else 20
+        sql = _MESSAGE_PAGE_LAST_SQL
+        params = [tenant.pk, db_pk, size + 1]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    has_more = len(rows) > size
+    found = rows[:size]
+    if after_seq is None:
+        found.reverse()
+    messages = [
+        MessageRecord(
+            message_id,
+            pk,
+            seq,
+            role,
+            content,
+            name,
+            tool_call_id,
+            _json_column(tool_calls),
+            _json_column(metadata),
+            token_count,
+            _datetime_column(created_at),
+        )
+        for (
+            message_id,
+            seq,
+            role,
+            content,
+            name,
+            tool_call_id,
+            tool_calls,
+            metadata,
+            token_count,
+            created_at,
+            _last_seq,
+        ) in found
+    ]
+    if found:
+        last_seq = int(found[0][-1])
     else:
         head = _session_or_404(Session.objects.for_tenant(tenant).only("last_seq"), pk)
         last_seq = head.last_seq

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -151,6 +152,39 @@ class FactOutputSerializer(serializers.ModelSerializer[Fact]):
 
     def get_external_id(self, fact: Fact) -> str | None:
         return fact_external_id(fact)
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    # DRF's DateTimeField output: ISO 8601 with "Z" for UTC.
+    if value is None:
+        return None
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def fact_data(fact: Fact) -> dict[str, Any]:
+    """FactOutputSerializer's output, built directly (its `end_user` loaded already).
+
+    A search renders up to 100 facts; DRF builds and deep-copies a ModelSerializer's fields and
+    runs a method field per fact, which cost more than the search's own database work. The
+    serializer stays the documented shape (OpenAPI); a test keeps the two identical.
+    """
+    return {
+        "id": fact.pk,
+        "external_id": fact_external_id(fact),
+        "user_id": fact.end_user.external_id if fact.end_user else None,
+        "content": fact.content,
+        "tags": fact.tags,
+        "metadata": fact.metadata,
+        "source_session_id": (
+            None if fact.source_session_id is None else str(fact.source_session_id)
+        ),
+        "source_message_ids": fact.source_message_ids,
+        "created_at": _iso(fact.created_at),
+        "updated_at": _iso(fact.updated_at),
+        "valid_until": _iso(fact.valid_until),
+        "superseded_by": fact.superseded_by_id,
+    }
 
 
 class FactSearchSignalsSerializer(serializers.Serializer[Any]):
@@ -369,9 +403,12 @@ class FactSearchView(TenantScopedAPIView):
         query = FactSearchQuerySerializer(data=_query_data(request, lists=("tag", "metadata")))
         query.is_valid(raise_exception=True)
         filters = query.to_filters()
-        if filters.user_id is not None:
-            # An unknown person is a 404, as everywhere else, not an empty result.
+        # An unknown person is a 404, as everywhere else, not an empty result.
+        end_user = (
             end_user_get_for_tenant(tenant=self.tenant, external_id=filters.user_id)
+            if filters.user_id is not None
+            else None
+        )
         try:
             found = fact_search_result(
                 tenant=self.tenant,
@@ -379,11 +416,11 @@ class FactSearchView(TenantScopedAPIView):
                 filters=filters,
                 top_k=query.validated_data["top_k"],
                 mode=query.validated_data["mode"],
+                end_user=end_user,
             )
         except EmptySearchQuery as error:
             raise serializers.ValidationError({"q": [str(error)]}, code="empty_query") from None
-        # One many=True serializer: DRF builds a serializer's fields per instance otherwise.
-        facts = FactOutputSerializer([hit.fact for hit in found.hits], many=True).data
+        facts = [fact_data(hit.fact) for hit in found.hits]
         # Facts stored before the policy's redaction was switched on are masked on the way out.
         rows_redacted(list(facts), redact=search_redactor(tenant_id=self.tenant.pk))
         return Response(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connections, router
 from django.db.models import DateTimeField, F, FilteredRelation, Q, QuerySet, TextField, Value
@@ -21,7 +22,7 @@ from facts_app.recall import (
     index_discard,
     recall_supported,
 )
-from memoryhub.accounts.models import Tenant
+from memoryhub.accounts.models import EndUser, Tenant
 from memoryhub.core.errors import InvalidInput, ResourceNotFound
 from memoryhub.core.jsonfilters import filter_json_list_contains_all
 from memoryhub.core.recall import Mode, Signals
@@ -122,6 +123,9 @@ def fact_candidates(
     datetimes) cost several times the query at a thousand facts, and ranking parses them only
     when it builds an index.
     """
+    if filters == FactFilters() and tenant.person is None:
+        # (A person-bound credential's narrowing is for_tenant's: it takes the ORM's way.)
+        return _current_candidates(tenant=tenant, end_user_id=end_user_id, tenant_wide=tenant_wide)
     facts = fact_list_for_tenant(tenant=tenant, filters=filters)
     if tenant_wide:
         owner = Q(end_user__isnull=True)
@@ -155,6 +159,59 @@ def fact_candidates(
     return [FactCandidate._make(row) for row in rows]
 
 
+# fact_candidates without filters (the person's current facts: the context's, and most searches'),
+# written once as SQL: the ORM built this statement anew per call, at several times its
+# database time. The same rows in the same order as the ORM's statement; {vector} and {owner}
+# are fixed fragments (below).
+_CURRENT_CANDIDATES_SQL = """
+SELECT f."id", f."end_user_id", f."content", f."tags", f."created_at", {vector}
+FROM "facts_app_fact" AS f{join}
+WHERE f."tenant_id" = %s AND f."superseded_by_id" IS NULL
+  AND (f."valid_until" IS NULL OR f."valid_until" > %s) AND {owner}
+ORDER BY f."created_at" DESC, f."id" DESC
+LIMIT %s
+"""
+_OWNER_SQL = {
+    # (tenant_wide, a person given): the owner condition
+    (False, False): "TRUE",
+    (False, True): 'f."end_user_id" = %s',
+    (True, False): 'f."end_user_id" IS NULL',
+    (True, True): '(f."end_user_id" IS NULL OR f."end_user_id" = %s)',
+}
+_VECTOR_JOIN = (
+    '\nLEFT OUTER JOIN "facts_app_factvector" AS v ON (f."id" = v."fact_id" AND v."model" = %s)'
+)
+_CURRENT_CANDIDATES = {
+    (embedded, *owner): _CURRENT_CANDIDATES_SQL.format(
+        vector='v."created_at"' if embedded else "NULL",
+        join=_VECTOR_JOIN if embedded else "",
+        owner=condition,
+    )
+    for embedded in (False, True)
+    for owner, condition in _OWNER_SQL.items()
+}
+
+
+def _current_candidates(
+    *, tenant: Tenant, end_user_id: int | None, tenant_wide: bool
+) -> list[FactCandidate] | None:
+    """fact_candidates(filters=FactFilters()) in a statement built once."""
+    connection = connections[router.db_for_read(Fact)]
+    embedder = get_embedder()
+    person = end_user_id is not None
+    sql = _CURRENT_CANDIDATES[(embedder is not None, tenant_wide, person)]
+    params: list[Any] = [] if embedder is None else [embedder.model_name]
+    params += [tenant.pk, connection.ops.adapt_datetimefield_value(timezone.now())]
+    params += [end_user_id] if person else []
+    params.append(MAX_CANDIDATES + 1)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if len(rows) > MAX_CANDIDATES:
+        return None
+    return [FactCandidate._make(row) for row in rows]
+
+
 def _filters_key(filters: FactFilters) -> FactFilters:
     # The person is named by id in the cache key; the rest of the filters chose the candidates.
     return dataclasses.replace(filters, user_id=None)
@@ -168,6 +225,7 @@ def fact_search_result(
     top_k: int = 10,
     mode: Mode = "hybrid",
     ranker: Ranker = FACT_RANKER,
+    end_user: EndUser | None = None,
 ) -> FactSearchResult:
     """The `top_k` facts most relevant to `query`, best first, and the mode that ran.
 
@@ -177,9 +235,21 @@ def fact_search_result(
     a semantic search then is refused (InvalidInput on `mode`). So is a person with more than
     MAX_CANDIDATES matching facts, or a query whose words the engine cannot read (another
     script). Raises EmptySearchQuery for a query with no searchable word.
+
+    `end_user`: the person `filters.user_id` names, when the caller has looked them up already
+    (the API does, for its 404): their facts are then read by id, without a join on end users,
+    and the hits come with it as their `end_user`.
     """
     if filters.user_id is not None and (mode == "semantic" or recall_supported(query)):
-        candidates = fact_candidates(tenant=tenant, filters=filters)
+        if end_user is not None:
+            # The person is known by id: no join on end users to find their facts.
+            candidates = fact_candidates(
+                tenant=tenant,
+                filters=dataclasses.replace(filters, user_id=None),
+                end_user_id=end_user.pk,
+            )
+        else:
+            candidates = fact_candidates(tenant=tenant, filters=filters)
         if candidates is not None:
             return _ranked(
                 tenant=tenant,
@@ -188,6 +258,7 @@ def fact_search_result(
                 mode=mode,
                 top_k=top_k,
                 candidates=candidates,
+                end_user=end_user,
             )
     if mode == "semantic" and filters.user_id is None:
         raise InvalidInput(
@@ -220,6 +291,7 @@ def _ranked(
     mode: Mode,
     top_k: int,
     candidates: list[FactCandidate],
+    end_user: EndUser | None = None,
 ) -> FactSearchResult:
     found = candidates_rank(
         tenant_id=tenant.pk,
@@ -229,11 +301,14 @@ def _ranked(
         mode=mode,
         top_k=top_k,
     )
-    by_id = (
-        Fact.objects.for_tenant(tenant)
-        .select_related("end_user")
-        .in_bulk([ranked.candidate.id for ranked in found.hits])
-    )
+    ids = [ranked.candidate.id for ranked in found.hits]
+    if end_user is None:
+        by_id = Fact.objects.for_tenant(tenant).select_related("end_user").in_bulk(ids)
+    else:
+        # Every hit is the person's (the candidates were read by their id): no join.
+        by_id = Fact.objects.for_tenant(tenant).in_bulk(ids)
+        for fact in by_id.values():
+            fact.end_user = end_user
     return FactSearchResult(
         mode=found.mode,
         hits=[

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from facts_app.selectors.facts import fact_recall_for_context
@@ -29,9 +29,14 @@ from memoryhub.context.types import (
     SummaryItem,
 )
 from memoryhub.core.search import EmptySearchQuery
-from sessions_app.models import Message, MessageRole
+from sessions_app.models import MessageRole
 from sessions_app.recall import message_recall, speaker_of
-from sessions_app.selectors import SessionForContext, message_tail_for_context
+from sessions_app.selectors import (
+    TURN_FIELDS,
+    SessionForContext,
+    message_neighbours_for_context,
+    message_tail_for_context,
+)
 
 RECENT_NOTE_DAYS = 7
 # Relevant history: as many hits as its share could show (a turn averages ~41 tokens, some are
@@ -167,8 +172,8 @@ def _facts(
     ]
 
 
-# What a history turn is made of, as `Message` fields (and `.values()` keys).
-_TURN_FIELDS = ("id", "session_id", "seq", "name", "role", "content", "created_at")
+# What a history turn is made of, as `Message` fields (and the neighbours' keys).
+_TURN_FIELDS = TURN_FIELDS
 
 
 def _history_turn(row: Mapping[str, Any]) -> HistoryTurn:
@@ -215,7 +220,7 @@ def _relevant_history(
         return []
     hits = [r for r in result.hits if not in_tail(r.message.session_id, r.message.seq)][:top_k]
     places = [(r.message.session_id, r.message.seq) for r in hits[:HISTORY_NEIGHBOUR_HITS]]
-    around = _neighbours(tenant=tenant, places=places)
+    around = message_neighbours_for_context(tenant=tenant, places=places)
     history: list[HistoryHit] = []
     for r in hits:
         message = r.message
@@ -235,20 +240,3 @@ def _relevant_history(
             )
         )
     return history
-
-
-def _neighbours(
-    *, tenant: Tenant, places: Sequence[tuple[uuid.UUID, int]]
-) -> dict[tuple[uuid.UUID, int], dict[str, Any]]:
-    """The messages before and after each (session, seq) place, by place: one query for a few
-    places (the rows of their sessions at their seqs +-1, the few extra ones dropped here)."""
-    if not places:
-        return {}
-    wanted = {(session, seq + step) for session, seq in places for step in (-1, 1)}
-    rows = Message.objects.filter(
-        tenant=tenant,
-        session_id__in={session for session, _ in wanted},
-        seq__in={seq for _, seq in wanted},
-    ).values(*_TURN_FIELDS)
-    found = {(row["session_id"], row["seq"]): row for row in rows}
-    return {place: row for place, row in found.items() if place in wanted}

@@ -26,6 +26,7 @@ from sessions_app.models import (
     StateEntry,
     TaskContext,
 )
+from sessions_app.selectors import MessageRecord
 from sessions_app.services import CREATED_AT_CLOCK_SKEW
 
 
@@ -224,7 +225,7 @@ def _iso(value: dt.datetime) -> str:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-def message_data(message: Message) -> dict[str, Any]:
+def message_data(message: Message | MessageRecord) -> dict[str, Any]:
     """MessageOutputSerializer's output, built directly.
 
     Messages are the hottest output (every append, every read of the last N); DRF builds and
@@ -232,7 +233,7 @@ def message_data(message: Message) -> dict[str, Any]:
     serializer stays the documented shape (OpenAPI); a test keeps the two identical.
     """
     return {
-        "id": message.pk,
+        "id": message.id,
         "session_id": str(message.session_id),
         "seq": message.seq,
         "role": message.role,

@@ -304,7 +304,13 @@ class SessionMessagesView(TenantScopedAPIView):
                 tenant=self.tenant,
                 key=key,
                 scope=services.MESSAGE_APPEND_SCOPE,
-                fingerprint=request_fingerprint({"session": str(session_pk), "body": request.data}),
+                # Only a keyed append is compared with a stored request: no hash of the body
+                # for the usual append without a key.
+                fingerprint=(
+                    request_fingerprint({"session": str(session_pk), "body": request.data})
+                    if key
+                    else ""
+                ),
                 perform=perform,
             )
         except services.MessageInputInvalid as error:

@@ -192,3 +192,48 @@ def test_the_fact_list_uses_a_fixed_number_of_queries(api, django_assert_max_num
     with django_assert_max_num_queries(2):
         response = api.get(FACTS)
     assert len(response.json()["results"]) == 15
+
+
+def test_a_person_search_reads_their_facts_by_id_in_a_fixed_number_of_queries(api):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for i in range(15):
+        post(api, f"Likes fruit number {i}", tags=["food"])
+    api.get(SEARCH, {"q": "fruit", "user_id": USER})  # warms the person's index and the caches
+
+    with CaptureQueriesContext(connection) as queries:
+        response = api.get(SEARCH, {"q": "fruit", "user_id": USER, "top_k": 12})
+
+    assert len(response.json()["results"]) == 12
+    # (The API key's own lookup, if its cache misses, is authentication's business.)
+    statements = [
+        query["sql"] for query in queries.captured_queries if "accounts_apikey" not in query["sql"]
+    ]
+    # The person is looked up once (the 404); their facts and the hits are read by their id.
+    assert sum('JOIN "accounts_enduser"' in sql for sql in statements) == 0
+    assert len(statements) == 3, statements  # the person, their facts, the hits
+
+
+def test_the_fast_fact_output_matches_the_documented_serializer(api, tenant):
+    import datetime as dt
+    import uuid
+
+    from facts_app.api.facts import FactOutputSerializer, fact_data
+
+    old = post(api, "Works as a nurse", tags=["job"], metadata={"k": [1, 2]}).json()
+    post(api, "Works as a doctor now", supersedes=old["id"])
+    Fact.objects.filter(pk=old["id"]).update(
+        external_id="ext-1",
+        source_session_id=uuid.uuid4(),
+        source_message_ids=[3, 4],
+        valid_until=dt.datetime(2030, 1, 2, 1, 4, 5, 6, tzinfo=dt.UTC),
+    )
+    tenant_wide = Fact.objects.create(tenant=tenant, content="Shop opens at 9", content_hash="x")
+
+    facts = list(Fact.objects.select_related("end_user"))
+    assert len(facts) == 3
+    for fact in facts:
+        assert fact_data(fact) == dict(FactOutputSerializer(fact).data)
+    assert fact_data(Fact.objects.get(pk=old["id"]))["valid_until"] == "2030-01-02T01:04:05.000006Z"
+    assert fact_data(tenant_wide)["user_id"] is None

@@ -332,12 +332,61 @@ class TestRead:
 
         assert body == {"results": [], "has_more": False, "last_seq": 30}
 
+    def test_reading_after_a_seq_past_any_integer_column_is_an_empty_page(self, api, history):
+        body = api.get(messages_url(history), {"after_seq": 2**64, "limit": 5}).json()
+
+        assert body == {"results": [], "has_more": False, "last_seq": 30}
+
     @pytest.mark.parametrize(
         "params",
         [{"last": 0}, {"last": "x"}, {"last": 501}, {"after_seq": -1}, {"last": 5, "after_seq": 1}],
     )
     def test_it_refuses_bad_read_parameters(self, api, history, params):
         assert api.get(messages_url(history), params).status_code == 400
+
+    def test_a_read_page_matches_the_documented_serializer(self, api, session):
+        from sessions_app.api.serializers import MessageOutputSerializer
+
+        stored = append(
+            api,
+            session,
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": "Hi",
+                        "metadata": {"k": [1, {"a": None}]},
+                        "created_at": "2020-01-01T00:00:00Z",
+                    },
+                    {
+                        "role": "assistant",
+                        "content": "",
+                        "name": "bot",
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "f", "arguments": "{}"},
+                            }
+                        ],
+                        "created_at": "2020-01-02T03:04:05.123456+02:00",
+                    },
+                    {"role": "tool", "content": "42", "tool_call_id": "c1"},
+                ]
+            },
+        )
+        assert stored.status_code == 201
+        expected = [
+            json.loads(json.dumps(MessageOutputSerializer(message).data))
+            for message in Message.objects.filter(session=session).order_by("seq")
+        ]
+
+        last = api.get(messages_url(session), {"last": 3}).json()["results"]
+        after = api.get(messages_url(session), {"after_seq": 0}).json()["results"]
+
+        assert last == after == expected
+        assert last[1]["tool_calls"][0]["function"]["name"] == "f"
+        assert last[2]["created_at"].endswith("Z")
 
     def test_it_uses_a_fixed_number_of_queries(self, api, history, django_assert_max_num_queries):
         api.get(messages_url(history))  # first use writes the key's last_used_at
