@@ -53,8 +53,7 @@ format: install
 	$(BIN)/ruff format .
 
 bench: install
-	$(BIN)/python -m bench $(BENCH_ARGS)
-	$(BIN)/python bench/import_memory.py
+	$(BIN)/python -m bench $(BENCH_ARGS)  # its part "import" runs bench/import_memory.py
 
 bench-big: install
 	$(BIN)/python -m bench --big $(BENCH_ARGS)
@@ -63,6 +62,39 @@ bench-big: install
 .PHONY: bench-recall
 bench-recall: install
 	$(BIN)/python -m bench.recall $(BENCH_ARGS)
+
+# --- Containers (README: Run with containers) ---------------------------------------------------
+# One image for every role. podman by default (CONTAINER=docker works too), with the settings in
+# deploy/podman/containers.conf unless CONTAINERS_CONF names another file. BASE_IMAGE: the
+# official python:3.11-slim-bookworm; where no registry is reachable, `make base-image` builds one
+# from Debian packages: `make image BASE_IMAGE=localhost/memoryhub-base:bookworm`.
+CONTAINER  ?= podman
+IMAGE      ?= localhost/memoryhub:latest
+BASE_IMAGE ?= python:3.11-slim-bookworm
+export CONTAINERS_CONF ?= $(CURDIR)/deploy/podman/containers.conf
+
+.PHONY: base-image wheelhouse image licenses scaleout-test
+base-image:
+	deploy/podman/base-image.sh localhost/memoryhub-base:bookworm
+
+# Every dependency as a wheel in build/wheelhouse, resolved inside BASE_IMAGE; the image installs
+# from it alone (pip --no-index).
+wheelhouse:
+	CONTAINER=$(CONTAINER) BASE_IMAGE=$(BASE_IMAGE) deploy/wheelhouse.sh
+
+# podman writes OCI images unless told otherwise, and OCI has no HEALTHCHECK: Docker's format.
+image: wheelhouse
+	$(CONTAINER) build $(if $(filter podman,$(CONTAINER)),--format docker) \
+	  --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
+
+# THIRD_PARTY_LICENSES.md: the list the image makes of what it carries, at build time.
+licenses:
+	$(CONTAINER) run --rm $(IMAGE) licenses > THIRD_PARTY_LICENSES.md
+
+# Builds the base and the image, then two web containers, a worker and two beats on the
+# machine's PostgreSQL and Redis (scripts/scaleout_test.sh says what it checks).
+scaleout-test:
+	scripts/scaleout_test.sh
 
 clean:
 	rm -rf $(VENV) .celery .cache staticfiles db.sqlite3* .test-db.sqlite3*
