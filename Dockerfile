@@ -34,8 +34,8 @@ ENV PATH=/opt/venv/bin:$PATH \
 RUN groupadd --system --gid "$APP_UID" memoryhub \
  && useradd --system --uid "$APP_UID" --gid memoryhub --home-dir /var/lib/memoryhub \
       --no-create-home --shell /usr/sbin/nologin memoryhub \
- # The only place the app writes: CELERY_DATA_DIR's parent (locks without PostgreSQL, the import
- # page's pending uploads). A named volume over it keeps those across restarts.
+ # The only place the app keeps files: CELERY_DATA_DIR's parent (the embedded default's broker
+ # and locks without PostgreSQL). A named volume over it keeps those across restarts.
  && install -d -o memoryhub -g memoryhub /var/lib/memoryhub /var/lib/memoryhub/celery
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /app

@@ -52,7 +52,7 @@ from memoryhub.accounts.models import (
 )
 from memoryhub.llm.embeddings import MINILM_DIMENSIONS, MINILM_MODEL_NAME, vector_to_bytes
 from memoryhub.llm.models import LlmUsage, LlmUsagePurpose
-from memoryhub.transfer.models import ImportedRecord
+from memoryhub.transfer.models import ImportedRecord, PendingUpload, PendingUploadChunk
 from sessions_app.models import (
     Message,
     MessageRole,
@@ -230,6 +230,32 @@ class ImportedRecordFactory(TenantOwnedFactory):
     kind = "sessions"
     source_key = factory.Sequence(lambda n: _sha256(f"record-{n}"))
     object_id = factory.Sequence(str)
+
+
+class PendingUploadFactory(TenantOwnedFactory):
+    """An upload's row alone; its bytes are PendingUploadChunkFactory's (pending_upload_store
+    writes both and the size)."""
+
+    class Meta:
+        model = PendingUpload
+
+    tenant = factory.SubFactory(TenantFactory)
+    token = factory.Sequence(lambda n: f"{n:032x}")
+    source = "memoryhub"
+    name = "export.jsonl"
+    size = 0
+
+
+class PendingUploadChunkFactory(TenantOwnedFactory):
+    _tenant_parents = ("upload",)
+
+    class Meta:
+        model = PendingUploadChunk
+
+    upload = factory.SubFactory(PendingUploadFactory)
+    tenant = factory.SelfAttribute("upload.tenant")
+    index = factory.Sequence(int)
+    data = b"{}\n"
 
 
 # --- sessions_app -------------------------------------------------------------------------------

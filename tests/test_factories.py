@@ -65,6 +65,7 @@ SHARED = {
     "SummaryFactory": "session",
     "SubTaskFactory": "task",
     "UserMemoryVersionFactory": "memory",
+    "PendingUploadChunkFactory": "upload",
     "TenantFactory": None,
     "UserFactory": None,
 }

@@ -1,10 +1,11 @@
 """Pages to take a tenant's memory out (download the export) and to bring memory in (upload a
 file, see the dry run's counts, confirm) — the same code as `export_memory`/`import_memory`.
 
-An upload is kept in a private folder until it is confirmed (or for a day at most), under a
-random name tied to the tenant it was uploaded for; the confirmation names only that token, so
-nobody can point the import at another file. Large stores are better imported with the command:
-the page imports inside the request.
+An upload waits for its confirmation (a day at most) in the database, in chunks, under a random
+token tied to the tenant it was uploaded for: the confirmation may reach another web replica, on
+another machine, and names only that token, so nobody can point the import at another file. Each
+request that reads the file copies it to a temporary file of its own, deleted at its end. Large
+stores are better imported with the command: the page imports inside the request.
 """
 
 from __future__ import annotations
@@ -12,22 +13,22 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import time
-import uuid
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from django import forms
-from django.conf import settings
 from django.contrib import messages
+from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 
-from memoryhub.accounts.models import AuditAction
+from memoryhub.accounts.models import AuditAction, User
 from memoryhub.accounts.pages import TenantRequest, actor_for_request, tenant_page
 from memoryhub.accounts.services import audit_event_record
 from memoryhub.transfer.export import export_records
-from memoryhub.transfer.formats import ALIASES, reader_for
+from memoryhub.transfer.formats import reader_for
 from memoryhub.transfer.retention import (
     RetentionChoice,
     RetentionSurvey,
@@ -35,11 +36,17 @@ from memoryhub.transfer.retention import (
     retention_survey,
 )
 from memoryhub.transfer.runner import import_items
-from memoryhub.transfer.services import tenant_export_audit
+from memoryhub.transfer.selectors import pending_upload_file, pending_upload_for_token
+from memoryhub.transfer.services import (
+    pending_upload_delete,
+    pending_upload_store,
+    tenant_export_audit,
+)
 from memoryhub.transfer.types import ImportReport
 
 UPLOAD_MAX_BYTES = 512 * 1024 * 1024
-UPLOAD_KEEP = dt.timedelta(days=1)
+# One database row per MiB of an upload: small enough for any row, few enough rows for 512 MB.
+UPLOAD_CHUNK_BYTES = 1024 * 1024
 # The formats a single file can hold (basic-session's store is a directory: use the command).
 UPLOAD_FORMATS = (
     ("memoryhub", "MemoryHub export (.jsonl, .jsonl.gz, or a person's .json)"),
@@ -48,7 +55,6 @@ UPLOAD_FORMATS = (
     ("sclaw", "sclaw memory.db"),
 )
 _SUFFIX = re.compile(r"(\.[a-z0-9]{1,8}){1,2}$")
-_TOKEN = re.compile(r"^[0-9a-f]{32}$")
 
 
 class ImportUploadForm(forms.Form):
@@ -62,27 +68,19 @@ class ImportUploadForm(forms.Form):
         return upload
 
 
-def _upload_folder() -> Path:
-    folder = Path(settings.CELERY_DATA_DIR).parent / ".uploads"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+def _suffix(name: str) -> str:
+    """The file name's suffix (".jsonl.gz", ".db"): the readers tell compressed files by it."""
+    match = _SUFFIX.search(name.lower())
+    return match.group(0) if match else ""
 
 
-def _forget_old_uploads(folder: Path) -> None:
-    cutoff = time.time() - UPLOAD_KEEP.total_seconds()
-    for path in folder.iterdir():
-        if path.is_file() and path.stat().st_mtime < cutoff:
-            path.unlink(missing_ok=True)
-
-
-def _upload_path(*, tenant_id: int, token: str, suffix: str) -> Path:
-    return _upload_folder() / f"{tenant_id}-{token}{suffix}"
-
-
-def _find_upload(*, tenant_id: int, token: str) -> Path | None:
-    if not _TOKEN.match(token):
-        return None
-    return next(iter(sorted(_upload_folder().glob(f"{tenant_id}-{token}*"))), None)
+def _pieces(upload: UploadedFile, *, copy: IO[bytes]) -> Iterator[bytes]:
+    """The upload in pieces of UPLOAD_CHUNK_BYTES, each also written to `copy` (read, not
+    `chunks()`: an upload held in memory gives its chunks as one piece, whatever the size)."""
+    upload.seek(0)
+    while piece := upload.read(UPLOAD_CHUNK_BYTES):
+        copy.write(piece)
+        yield piece
 
 
 def _run(
@@ -129,19 +127,24 @@ def import_upload(request: TenantRequest) -> HttpResponse:
     """Upload and dry-run (nothing is kept but the file), then show the counts to confirm."""
     form = ImportUploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
-        folder = _upload_folder()
-        _forget_old_uploads(folder)
         upload = form.cleaned_data["file"]
-        match = _SUFFIX.search(upload.name.lower())
-        token = uuid.uuid4().hex
-        path = _upload_path(
-            tenant_id=request.tenant.pk, token=token, suffix=match.group(0) if match else ""
-        )
-        with path.open("wb") as handle:
-            for chunk in upload.chunks():
-                handle.write(chunk)
         source = form.cleaned_data["format"]
-        return _confirm_page(request, path=path, token=token, source=source, name=upload.name)
+        # Stored and copied in one pass: this request's dry run reads the copy, not the rows.
+        with tempfile.NamedTemporaryFile(
+            prefix="memoryhub-upload-", suffix=_suffix(upload.name)
+        ) as copy:
+            pending = pending_upload_store(
+                tenant=request.tenant,
+                source=source,
+                name=upload.name,
+                chunks=_pieces(upload, copy=copy),
+                # Always a signed-in User here (tenant_page); the check is for the type.
+                created_by=request.user if isinstance(request.user, User) else None,
+            )
+            copy.flush()
+            return _confirm_page(
+                request, path=Path(copy.name), token=pending.token, source=source, name=pending.name
+            )
     return render(request, "web/import_upload.html", {"form": form})
 
 
@@ -149,30 +152,34 @@ def import_upload(request: TenantRequest) -> HttpResponse:
 def import_confirm(request: TenantRequest) -> HttpResponse:
     if request.method != "POST":
         return redirect("web:import")
-    token = request.POST.get("token", "")
-    # A page rendered before the formats were renamed may still post an old alias.
-    posted = request.POST.get("source", "")
-    source = ALIASES.get(posted, posted)
-    path = _find_upload(tenant_id=request.tenant.pk, token=token)
-    if path is None or source not in dict(UPLOAD_FORMATS):
+    # The format and the name are the upload's own: the page's hidden fields only echo them.
+    pending = pending_upload_for_token(tenant=request.tenant, token=request.POST.get("token", ""))
+    if pending is None or pending.source not in dict(UPLOAD_FORMATS):
         messages.error(request, "That upload is gone (kept for a day): upload the file again.")
         return redirect("web:import")
-    # Read again: the windows may have changed since the confirmation page was shown.
-    survey = _survey(request, path=path, source=source)
-    posted_choice = request.POST.get("retention", "")
-    choice = RetentionChoice(posted_choice) if posted_choice in RetentionChoice.values else None
-    if survey.outside and choice is None:
-        return _confirm_page(
-            request,
-            path=path,
-            token=token,
-            source=source,
-            name=request.POST.get("name", ""),
-            error="Some of this file is older than the retention windows: choose what to do "
-            "with it.",
-        )
-    retention_done: list[str] = []
-    try:
+    source = pending.source
+    with pending_upload_file(upload=pending, suffix=_suffix(pending.name)) as path:
+        # Read again: the windows may have changed since the confirmation page was shown.
+        survey = _survey(request, path=path, source=source)
+        posted_choice = request.POST.get("retention", "")
+        choice = RetentionChoice(posted_choice) if posted_choice in RetentionChoice.values else None
+        if survey.outside and choice is None:
+            return _confirm_page(
+                request,
+                path=path,
+                token=pending.token,
+                source=source,
+                name=pending.name,
+                error="Some of this file is older than the retention windows: choose what to do "
+                "with it.",
+            )
+        # Claimed by deleting it, before anything is written: a second confirmation of the same
+        # upload (a double click, a retry through another replica) finds it gone, and a failed
+        # import leaves no upload behind either (upload the file again).
+        if not pending_upload_delete(upload=pending):
+            messages.error(request, "That upload is gone (kept for a day): upload the file again.")
+            return redirect("web:import")
+        retention_done: list[str] = []
         if survey.outside and choice is not None:
             retention_done = retention_choice_apply(
                 tenant=request.tenant,
@@ -187,8 +194,6 @@ def import_confirm(request: TenantRequest) -> HttpResponse:
             dry_run=False,
             pin=survey.outside and choice == RetentionChoice.PIN,
         )
-    finally:
-        path.unlink(missing_ok=True)
     audit_event_record(
         tenant=request.tenant,
         actor=actor_for_request(request),
