@@ -192,11 +192,22 @@ def person_index(
         if token.only_gained_on(older, appends_too=accept_newer_appends):
 
             def refresh() -> None:
-                person_index(tenant_id=tenant_id, end_user_id=end_user_id)
+                # Builds, never defers again: through person_index, new vectors would be
+                # deferred once more, and after the response "later" is now (endless recursion;
+                # the index never caught up with its vectors in that process).
+                fresh = recall_token(tenant_id=tenant_id, end_user_id=end_user_id)
+                if fresh is None:
+                    cache_.discard(key)
+                    return
+                _index_build(key=key, token=fresh, tenant_id=tenant_id, end_user_id=end_user_id)
 
             after_response(refresh)
             return cached[1]
-    return cache_.get_or_build(
+    return _index_build(key=key, token=token, tenant_id=tenant_id, end_user_id=end_user_id)
+
+
+def _index_build(*, key: Hashable, token: Token, tenant_id: int, end_user_id: int) -> RecallIndex:
+    return index_cache().get_or_build(
         key,
         token=token,
         build=lambda: RecallIndex.build(
@@ -282,10 +293,13 @@ def message_recall(
     role: str | None = None,
     exclude_ids: Sequence[int] = (),
     accept_newer_appends: bool = False,
+    fields: Sequence[str] | None = None,
 ) -> RecallResult:
     """The person's messages best matching `query`, best first (memoryhub.core.recall.rank).
 
     `session_id`/`role` narrow the hits; `exclude_ids` drops messages the caller already shows.
+    `fields`: the only `Message` fields the caller reads (loaded with `.only()`; the others
+    would cost a query each); None loads whole rows.
     Raises EmptySearchQuery for a query with no searchable word.
     """
     index = person_index(
@@ -321,6 +335,11 @@ def message_recall(
     ran: Mode = mode if (mode != "hybrid" or has_dense) else "lexical"
     filtered = session_id is not None or role is not None or bool(exclude_ids)
     excluded = set(exclude_ids)
+    rows = Message.objects.filter(tenant=tenant)
+    if fields is not None:
+        # The context reads 7 short fields of ~60 rows: whole rows also decode their JSON
+        # metadata and tool calls and set every field. The filters below read these two.
+        rows = rows.only(*dict.fromkeys([*fields, "session_id", "role"]))
     want = top_k
     while True:
         # With filters applied after ranking, ask for more than top_k, then all if still short.
@@ -336,7 +355,7 @@ def message_recall(
             since=since,
             until=until,
         )
-        by_id = Message.objects.filter(tenant=tenant).in_bulk([hit.id for hit in hits])
+        by_id = rows.in_bulk([hit.id for hit in hits])
         found = [
             MessageRecall(message=by_id[hit.id], hit=hit)
             for hit in hits

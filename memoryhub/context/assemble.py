@@ -691,11 +691,16 @@ def assemble_context(
     assembler.history()
     while True:
         context = assembler.result()
-        markdown_tokens = count_tokens(render_markdown(context))
-        messages_tokens = messages_token_count(render_messages(context), count_tokens)
+        markdown, messages = render.render_both(context)
+        markdown_tokens = count_tokens(markdown)
+        messages_tokens = messages_token_count(messages, count_tokens)
         if max(markdown_tokens, messages_tokens) <= assembler.max_tokens or not assembler.claims:
-            return replace(
+            final = replace(
                 context, markdown_tokens=markdown_tokens, messages_tokens=messages_tokens
             )
+            # Rendered just now from the same items: the response renders no third time.
+            object.__setattr__(final, "rendered_markdown", markdown)
+            object.__setattr__(final, "rendered_messages", messages)
+            return final
         # The tokenizer was not additive at some seam: give back the last thing claimed.
         assembler.drop_last_claim()

@@ -215,6 +215,7 @@ def _relevant_history(
             query=query,
             top_k=top_k + tail_size,
             accept_newer_appends=True,
+            fields=_TURN_FIELDS,
         )
     except EmptySearchQuery:
         return []

@@ -213,21 +213,30 @@ def _memory_pieces(context: AssembledContext) -> list[str]:
 def render_markdown(context: AssembledContext) -> str:
     """The `<memory>` block for a system prompt, the recent messages included as a transcript.
     Empty when nothing was included."""
-    pieces = _memory_pieces(context)
-    if context.messages:
-        pieces.append(section_header("messages"))
-        pieces.extend(transcript_line(message) for message in context.messages)
-    if not pieces:
-        return ""
-    return "".join([OPEN, *pieces, CLOSE])
+    if context.rendered_markdown is not None:
+        return context.rendered_markdown
+    return render_both(context)[0]
 
 
 def render_messages(context: AssembledContext) -> list[dict[str, Any]]:
     """OpenAI-style messages: a system message holding the `<memory>` block (when there is
-    anything besides messages to put in it), then the included messages verbatim, oldest first."""
-    out: list[dict[str, Any]] = []
+    anything besides messages to put in it), then the included messages verbatim, oldest first.
+    The assembler's list is returned as it is: read it, don't change it."""
+    if context.rendered_messages is not None:
+        return context.rendered_messages
+    return render_both(context)[1]
+
+
+def render_both(context: AssembledContext) -> tuple[str, list[dict[str, Any]]]:
+    """`render_markdown` and `render_messages` of the context, made anew, the pieces they share
+    made once."""
     pieces = _memory_pieces(context)
+    messages: list[dict[str, Any]] = []
     if pieces:
-        out.append({"role": "system", "content": "".join([OPEN, *pieces, CLOSE])})
-    out.extend(message_dict(message) for message in context.messages)
-    return out
+        messages.append({"role": "system", "content": "".join([OPEN, *pieces, CLOSE])})
+    messages.extend(message_dict(message) for message in context.messages)
+    if context.messages:
+        pieces.append(section_header("messages"))
+        pieces.extend(transcript_line(message) for message in context.messages)
+    markdown = "".join([OPEN, *pieces, CLOSE]) if pieces else ""
+    return markdown, messages

@@ -139,3 +139,11 @@ class AssembledContext:
     markdown_tokens: int = 0
     messages_tokens: int = 0
     history: list[HistoryTurn] = field(default_factory=list)  # in output order
+    # The two renderings, kept by the assembler, which made them for its final count, so that
+    # the response does not make them again (render.render_markdown/render_messages return
+    # them). Not init fields: `dataclasses.replace` drops them, so a changed copy is rendered
+    # anew, never served a stale text.
+    rendered_markdown: str | None = field(default=None, init=False, compare=False, repr=False)
+    rendered_messages: list[dict[str, Any]] | None = field(
+        default=None, init=False, compare=False, repr=False
+    )

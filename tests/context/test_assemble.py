@@ -6,6 +6,7 @@ property tests also use the real tokenizer, which works offline.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections import Counter
 from collections.abc import Callable
@@ -73,6 +74,8 @@ def section(context: AssembledContext, name: str) -> tuple[list[str], list[tuple
 
 
 def assert_within_budget(context: AssembledContext, counter: Callable[[str], int]) -> None:
+    # What the assembler kept of its final renders is what rendering anew makes.
+    assert (render_markdown(context), render_messages(context)) == render.render_both(context)
     markdown = counter(render_markdown(context))
     messages = messages_token_count(render_messages(context), counter)
     assert markdown <= context.max_tokens
@@ -699,3 +702,19 @@ def test_it_never_exceeds_the_budget_and_accounts_for_every_item(
     assert len(section(context, "recent_notes")[0]) == len(context.recent_notes)
     if context.summary is not None:
         assert inputs.earlier_messages_exist or kept < len(inputs.messages)
+
+
+def test_the_response_reuses_the_assemblers_renders_but_a_changed_copy_renders_anew() -> None:
+    inputs = ContextInputs(
+        today=TODAY, messages=msgs(3), user_memories=[MemoryItem(key="k", content="tea")]
+    )
+    context = assemble(inputs)
+    assert context.rendered_markdown is not None
+    assert render_markdown(context) is context.rendered_markdown
+    assert render_messages(context) is context.rendered_messages
+
+    changed = dataclasses.replace(context, messages=context.messages[1:])
+    assert changed.rendered_markdown is None
+    assert changed.rendered_messages is None
+    assert render_markdown(changed) == render.render_both(changed)[0] != render_markdown(context)
+    assert len(render_messages(changed)) == len(render_messages(context)) - 1

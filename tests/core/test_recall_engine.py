@@ -11,6 +11,7 @@ import pytest
 from memoryhub.core.recall import H5, L5, Hit, Mode, RecallDoc, RecallIndex, Weights, rank
 from memoryhub.core.recall.analyzer import analyze, query_terms
 from memoryhub.core.recall.dates import DateTarget, has_time_expression, parse_query_dates
+from memoryhub.core.recall.hybrid import _kth_largest
 from memoryhub.core.search import EmptySearchQuery
 
 
@@ -485,3 +486,18 @@ def test_it_reads_the_dates_a_query_names(query: str, expected: list[DateTarget]
 )
 def test_it_flags_time_expressions(text: str, expected: bool) -> None:
     assert has_time_expression(text) is expected
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_kth_best_score_is_exactly_what_a_full_partition_finds(seed: int) -> None:
+    # _top's cut comes from a sample first (a speed-up): it must never change the answer, with
+    # ties, NaN (sorted last by numpy, as the largest) and any size or k.
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(2, 50_000))
+    values = rng.integers(0, int(rng.integers(1, 1000)), size).astype(np.float64)
+    if seed % 3 == 0:
+        values[rng.integers(0, size, int(rng.integers(1, 50)))] = np.nan
+    for k in {1, 2, int(rng.integers(1, size)), size - 1} - {0}:
+        expected = np.partition(values, size - k)[size - k]
+        found = _kth_largest(values, k)
+        assert (np.isnan(expected) and np.isnan(found)) or found == expected

