@@ -597,6 +597,9 @@ if EMBEDDINGS_BACKEND == "openai" and not (
 # Each web and worker process caches the search indexes of the people it recently searched
 # (memoryhub.core.recall.cache): at most this many bytes, least recently used out first.
 RECALL_CACHE_MAX_BYTES: int = env.int("RECALL_CACHE_MAX_BYTES", default=256 * 1024 * 1024)
+# A person with more messages than this gets no in-process index (building one reads the whole
+# history in a request): the context leaves relevant history out, a search needs a session_id.
+RECALL_INDEX_MAX_MESSAGES: int = env.int("RECALL_INDEX_MAX_MESSAGES", default=200_000)
 # The MCP server (/mcp/) offers delete_memory and delete_all_memories only when this is on: a
 # model acting on a prompt-injected instruction cannot delete what it is never offered.
 MCP_DESTRUCTIVE_TOOLS: bool = env.bool("MCP_DESTRUCTIVE_TOOLS", default=False)

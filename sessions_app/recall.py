@@ -49,6 +49,10 @@ Mode = Literal["hybrid", "lexical", "semantic"]
 MODES: tuple[Mode, ...] = ("hybrid", "lexical", "semantic")
 
 
+class HistoryTooLarge(Exception):
+    """The person's history is over RECALL_INDEX_MAX_MESSAGES: no in-process index is built."""
+
+
 class Token(NamedTuple):
     """What an index was built from: a different token means it may be stale."""
 
@@ -186,6 +190,14 @@ def person_index(
         cache_.discard(key)
         return None
     cached = cache_.peek(key)
+    # Building an index reads the whole history inside the request: for a person with a million
+    # messages that outlasted gunicorn's timeout, the worker was killed and the next request
+    # began again. Past the bound, callers take the database's search (or leave the section out).
+    if token.appended > settings.RECALL_INDEX_MAX_MESSAGES:
+        raise HistoryTooLarge(
+            f"{token.appended} messages: over RECALL_INDEX_MAX_MESSAGES "
+            f"({settings.RECALL_INDEX_MAX_MESSAGES})"
+        )
     if cached is not None and cached[0] != token:
         older = cached[0]
         assert isinstance(older, Token)
@@ -398,18 +410,31 @@ def messages_search(
         if end_user is None and session.end_user_id is not None:
             end_user = EndUser.objects.get(pk=session.end_user_id)
     if end_user is not None:
-        return message_recall(
-            tenant=tenant,
-            end_user=end_user,
-            query=query,
-            mode=mode,
-            top_k=top_k,
-            speaker=speaker,
-            since=since,
-            until=until,
-            session_id=session_id,
-            role=role,
-        )
+        try:
+            return message_recall(
+                tenant=tenant,
+                end_user=end_user,
+                query=query,
+                mode=mode,
+                top_k=top_k,
+                speaker=speaker,
+                since=since,
+                until=until,
+                session_id=session_id,
+                role=role,
+            )
+        except HistoryTooLarge:
+            # One session of the person: the database's full-text search below serves it.
+            if session_id is None or mode == "semantic":
+                raise InvalidInput(
+                    field="user_id",
+                    message=(
+                        "This person's history is over RECALL_INDEX_MAX_MESSAGES "
+                        f"({settings.RECALL_INDEX_MAX_MESSAGES}) messages: search one of their "
+                        "sessions (session_id, lexical or hybrid)."
+                    ),
+                    code="history_too_large",
+                ) from None
     if mode == "semantic":
         raise InvalidInput(
             field="mode",

@@ -30,7 +30,7 @@ from memoryhub.context.types import (
 )
 from memoryhub.core.search import EmptySearchQuery
 from sessions_app.models import MessageRole
-from sessions_app.recall import message_recall, speaker_of
+from sessions_app.recall import HistoryTooLarge, message_recall, speaker_of
 from sessions_app.selectors import (
     TURN_FIELDS,
     SessionForContext,
@@ -217,7 +217,7 @@ def _relevant_history(
             accept_newer_appends=True,
             fields=_TURN_FIELDS,
         )
-    except EmptySearchQuery:
+    except (EmptySearchQuery, HistoryTooLarge):
         return []
     hits = [r for r in result.hits if not in_tail(r.message.session_id, r.message.seq)][:top_k]
     places = [(r.message.session_id, r.message.seq) for r in hits[:HISTORY_NEIGHBOUR_HITS]]

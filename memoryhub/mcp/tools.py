@@ -68,7 +68,7 @@ from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.context import render_markdown
 from memoryhub.context.api import MAX_TOKENS_RANGE, ContextQuerySerializer
 from memoryhub.context.session_context import session_context_for_tenant
-from memoryhub.core.errors import ResourceNotFound
+from memoryhub.core.errors import InvalidInput, ResourceNotFound
 from memoryhub.core.search import EmptySearchQuery
 from memoryhub.mcp.server import Caller, caller, tool
 from sessions_app import recall, selectors, services
@@ -351,6 +351,8 @@ def search_memories(
         )
     except EmptySearchQuery as error:
         raise _invalid("query", str(error), "empty_query") from None
+    except InvalidInput as error:
+        raise _invalid(error.field, error.message, error.code) from None
     personal = list(memory_list(tenant=who.tenant, end_user=end_user))
     memories = _memories_matching(personal + tenant_wide, query=query)[:limit]
     keys = _session_keys(

@@ -25,7 +25,7 @@ from facts_app.selectors.facts import fact_search
 from memoryhub.accounts.models import Tenant
 from memoryhub.accounts.pages import TenantRequest, tenant_page
 from memoryhub.accounts.selectors import end_user_get_for_tenant
-from memoryhub.core.errors import ResourceNotFound
+from memoryhub.core.errors import InvalidInput, ResourceNotFound
 from memoryhub.core.pages import htmx_partial
 from memoryhub.core.search import EmptySearchQuery
 from sessions_app.models import Message, MessageRole, Session
@@ -210,6 +210,9 @@ def search_page(request: TenantRequest) -> HttpResponse:
             messages = _message_results(form, tenant, top_k) if scope != Scope.FACTS else None
         except EmptySearchQuery as error:
             form.add_error("q", str(error))
+        except InvalidInput as error:
+            # A person whose history is too large for the in-process index (history_too_large).
+            form.add_error(None, error.message)
         else:
             full = any(found is not None and len(found) >= top_k for found in (facts, messages))
             more = _more_top_k(top_k) if full else None

@@ -548,3 +548,37 @@ def test_the_audit_names_the_share_only_when_it_changed(editor, tenant):
     created, updated = events.get(action="create"), events.get(action="update")
     assert "context_history_tokens" not in created.detail["changes"]
     assert updated.detail["changes"]["context_history_tokens"] == 700
+
+
+def test_a_history_over_the_index_bound_is_left_out_not_built(api, new_session, settings):
+    # 9 turns: over a bound of 5. Building the index would read the whole history in the
+    # request (a million messages outlasted gunicorn's timeout); the context answers without it.
+    settings.RECALL_INDEX_MAX_MESSAGES = 5
+
+    response = api.get(context_url(new_session), {"query": "what is the kitten called?"})
+
+    assert response.status_code == 200
+    body = response.json()
+    assert history_of(body) is None
+    assert "Morning! How are you?" in body["content"]  # the verbatim tail is still there
+    assert (
+        recall.index_cache().peek(("messages", new_session.tenant_id, new_session.end_user_id))
+        is None
+    )
+
+
+def test_a_search_over_the_bound_needs_a_session_and_then_uses_the_database(
+    api, old_session, new_session, settings
+):
+    settings.RECALL_INDEX_MAX_MESSAGES = 5
+
+    refused = api.get("/api/v1/messages/search/", {"q": "kitten Luna", "user_id": USER})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["fields"]["user_id"][0]["code"] == "history_too_large"
+
+    found = api.get(
+        "/api/v1/messages/search/",
+        {"q": "Luna", "user_id": USER, "session_id": str(old_session.id), "mode": "lexical"},
+    )
+    assert found.status_code == 200
+    assert LUNA in [hit["message"]["content"] for hit in found.json()["results"]]
