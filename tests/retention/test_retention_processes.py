@@ -598,6 +598,16 @@ def test_two_cleanup_tasks_at_once_on_two_workers_run_once(
     first = conversation(tenant, user="a", idle_since=timezone.now() - 100 * DAY)
     conversation(tenant, user="b", idle_since=timezone.now() - 100 * DAY)
     workers = [celery_workers(), celery_workers()]
+    # The appends asked for their embeddings: let the workers store them first, or a worker whose
+    # vector waits on the row held below (its foreign key) never gets to its retention task (a
+    # race the machine's speed decided: the model loads while the lock is taken).
+    wait_until(
+        lambda: (
+            not Session.objects.filter(tenant=tenant, embedding_requested_at__isnull=False).exists()
+        ),
+        timeout=WAIT_SECONDS,
+        describe=lambda: "\n".join(w.log_tail() for w in workers),
+    )
 
     def log_of_skip() -> CeleryWorker | None:
         return next((w for w in workers if "another run holds the lock" in w.log()), None)
