@@ -139,6 +139,9 @@ class RequestObservabilityMiddleware:
         ).observe(duration)
         metrics.HTTP_REQUEST_DB_QUERIES.labels(route=route).observe(queries.count)
         metrics.HTTP_REQUEST_DB_DURATION.labels(route=route).observe(queries.seconds)
+        if not logger.isEnabledFor(logging.INFO):
+            # The access line is off (LOG_LEVEL above INFO): skip building its fields.
+            return response
         # The path without its query string: queries carry people's words (search `q=`).
         logger.info(
             "%s %s %s %.1fms",

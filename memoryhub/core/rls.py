@@ -15,6 +15,14 @@ manager that puts the previous value back, a request starts fail-closed and ends
 (RlsRequestMiddleware), and a new connection starts at '' (nothing visible). The effect is seed
 002's: the settings live exactly as long as the request, task or command that set them.
 
+Going back to fail-closed outside a transaction is lazy (a round trip saved per request, and a
+second one when the next request is the same tenant's, as it mostly is for a worker): the
+connection is marked, and what uses it next settles the mark first: a statement run through
+Django (an execute wrapper every connection carries) resets the settings for real, outside any
+transaction, before it runs; a scope set next writes its own (or nothing, when the connection
+already holds that very scope). Until then the code sees fail-closed (`rls_current()`); no
+statement of ours ever runs in the stale scope.
+
 '*' is the system scope: every tenant. Only named code paths take it: credential lookups
 (before the tenant is known), beat sweeps, the admin for staff, management commands without
 --tenant, migrations.
@@ -33,11 +41,11 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.apps import apps as global_apps
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from psycopg.pq import TransactionStatus
+from psycopg.pq import ExecStatus, TransactionStatus
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +58,13 @@ POLICY_NAME = "memoryhub_tenant_isolation"
 Scope = tuple[str, str]
 _FAIL_CLOSED: Scope = (NOBODY, NOBODY)
 _ATTRIBUTE = "memoryhub_rls_scope"
+# Set when the connection is fail-closed to the code but may still hold its last scope (the lazy
+# reset above); only ever set outside a transaction.
+_PENDING = "memoryhub_rls_reset_pending"
+# The reset as one static statement, for libpq directly (no parameters, no psycopg transaction).
+_RESET_SQL = (
+    b"SELECT set_config('app.tenant_id', '', false), set_config('app.end_user_id', '', false)"
+)
 _MIGRATING = "memoryhub_rls_before_migrate"
 
 P = ParamSpec("P")
@@ -62,8 +77,63 @@ def rls_active(connection: BaseDatabaseWrapper | None = None) -> bool:
     return connection.vendor == "postgresql" and bool(getattr(settings, "MEMORYHUB_RLS", True))
 
 
+def _idle(connection: BaseDatabaseWrapper) -> bool:
+    """No transaction open on the server (psycopg begins one lazily, with the first statement)."""
+    return bool(connection.connection.info.transaction_status == TransactionStatus.IDLE)
+
+
+def _settle(connection: BaseDatabaseWrapper) -> None:
+    """Carry out a pending reset: the connection really fail-closed, for good. Through libpq
+    directly while no transaction is open, so that a transaction Django has begun (autocommit
+    off, psycopg's BEGIN not yet sent) cannot take the reset back with a rollback."""
+    setattr(connection, _PENDING, False)
+    if getattr(connection, _ATTRIBUTE, _FAIL_CLOSED) == _FAIL_CLOSED:
+        return
+    if not _idle(connection):
+        # Never in practice (the mark is set outside a transaction, and the first statement
+        # after it comes through here): the reset inside the transaction, as a scope would be.
+        _write(connection, _FAIL_CLOSED)
+        return
+    result = connection.connection.pgconn.exec_(_RESET_SQL)
+    if result.status != ExecStatus.TUPLES_OK:
+        logger.warning("rls: could not reset the scope; closing the connection")
+        connection.close()
+        raise OperationalError("rls: could not reset the scope")
+    setattr(connection, _ATTRIBUTE, _FAIL_CLOSED)
+
+
+def _settle_before_statement(
+    execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any
+) -> Any:
+    """An execute wrapper on every connection (connection_baseline): a pending reset is carried
+    out before any statement runs."""
+    connection = context["connection"]
+    if getattr(connection, _PENDING, False):
+        _settle(connection)
+    return execute(sql, params, many, context)
+
+
+def _reset_lazily(connection: BaseDatabaseWrapper) -> bool:
+    """Mark the connection fail-closed without a round trip, where that is safe: connected, in
+    autocommit, no transaction open. False when the reset must be written now."""
+    if connection.connection is None or not connection.get_autocommit() or not _idle(connection):
+        return False
+    setattr(connection, _PENDING, True)
+    return True
+
+
 def _write(connection: BaseDatabaseWrapper, scope: Scope) -> None:
     connection.ensure_connection()
+    if getattr(connection, _PENDING, False):
+        if getattr(connection, _ATTRIBUTE, None) == scope and _idle(connection):
+            # Still holds exactly this scope (set outside any transaction): nothing to send.
+            setattr(connection, _PENDING, False)
+            return
+        if not connection.get_autocommit():
+            # This write may be in a transaction that rolls back to the stale scope: reset
+            # for good first.
+            _settle(connection)
+        setattr(connection, _PENDING, False)
     # On the driver's own cursor: a scope is the connection's state, not one of the request's
     # queries, so it stays out of the query log (and the tests' query counts of the app's work).
     with connection.connection.cursor() as cursor:
@@ -79,7 +149,7 @@ def rls_current(*, using: str = DEFAULT_DB_ALIAS) -> Scope:
     """The (tenant, end user) settings this code last gave the connection ('' and '' when it is
     closed: the next one starts there)."""
     connection = connections[using]
-    if connection.connection is None:
+    if connection.connection is None or getattr(connection, _PENDING, False):
         return _FAIL_CLOSED
     scope: Scope = getattr(connection, _ATTRIBUTE, _FAIL_CLOSED)
     return scope
@@ -108,6 +178,8 @@ def _restore(connection: BaseDatabaseWrapper, scope: Scope) -> None:
         # A failed transaction takes no statement; its rollback reverts what was set inside it
         # (PostgreSQL undoes a SET with its transaction), which is where this scope began.
         setattr(connection, _ATTRIBUTE, scope)
+        return
+    if scope == _FAIL_CLOSED and _reset_lazily(connection):
         return
     try:
         _write(connection, scope)
@@ -251,6 +323,12 @@ class RlsRequestMiddleware:
 def connection_baseline(sender: Any, connection: BaseDatabaseWrapper, **_: Any) -> None:
     """connection_created: a new connection sees nothing until something scopes it."""
     if rls_active(connection):
+        # A new server connection: a mark left by the previous one means nothing here.
+        setattr(connection, _PENDING, False)
+        if _settle_before_statement not in connection.execute_wrappers:
+            # First, not appended: `execute_wrapper()` blocks pop the last one on their way out
+            # (a connection is often opened inside one, e.g. the observability middleware's).
+            connection.execute_wrappers.insert(0, _settle_before_statement)
         _write(connection, _FAIL_CLOSED)
 
 

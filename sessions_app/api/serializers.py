@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 from django.core.validators import RegexValidator
@@ -186,6 +187,36 @@ class MessageInputSerializer(StrictInputSerializer):
         return attrs
 
 
+# The roles a message of only {"role", "content"} may have (a tool message needs tool_call_id).
+_SIMPLE_ROLES = frozenset(
+    {MessageRole.SYSTEM.value, MessageRole.USER.value, MessageRole.ASSISTANT.value}
+)
+_SIMPLE_KEYS = frozenset({"role", "content"})
+
+
+def simple_message_input(data: Any) -> dict[str, Any] | None:
+    """MessageInputSerializer's validated data for the usual append, `{"role": …, "content":
+    …}` and nothing else, with a role, content and size it accepts; None for anything else,
+    which the serializer then validates (and words any error of). An append's fields
+    deep-copied per request cost more than the rest of its validation: this checks the same
+    rules directly (StrictCharField's type, CharField's NUL and surrogate validators,
+    validate_content's size, validate()'s defaults)."""
+    if type(data) is not dict or data.keys() != _SIMPLE_KEYS:
+        return None
+    role, content = data["role"], data["content"]
+    if type(role) is not str or role not in _SIMPLE_ROLES:
+        return None
+    if type(content) is not str or not content or "\x00" in content:
+        return None
+    try:
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: the serializer's error
+        return None
+    if size > limit("MESSAGE_CONTENT_MAX_BYTES"):
+        return None
+    return {"role": role, "content": content, "name": "", "tool_call_id": "", "metadata": {}}
+
+
 class MessageBatchInputSerializer(StrictInputSerializer):
     messages = MessageInputSerializer(many=True, allow_empty=False)
 
@@ -266,6 +297,24 @@ class MessageListQuerySerializer(serializers.Serializer[Any]):
             if attrs.get(name, 0) > maximum:
                 raise serializers.ValidationError({name: [f"At most {maximum}."]})
         return attrs
+
+
+_PLAIN_COUNT = re.compile(r"[1-9][0-9]{0,8}")
+
+
+def last_only_query(query: Any) -> dict[str, Any] | None:
+    """MessageListQuerySerializer's validated data for the usual read, `?last=N` alone with N
+    plain digits within MESSAGES_READ_MAX; None for any other query string, which the
+    serializer then validates (and words any error of)."""
+    if len(query) != 1:
+        return None
+    raw = query.get("last")
+    if type(raw) is not str or not _PLAIN_COUNT.fullmatch(raw):
+        return None
+    last = int(raw)
+    if last > limit("MESSAGES_READ_MAX"):
+        return None
+    return {"last": last}
 
 
 class MessagePageSerializer(serializers.Serializer[Any]):

@@ -56,7 +56,9 @@ from sessions_app.api.serializers import (
     StateEntryWriteOutputSerializer,
     StateListSerializer,
     StateValueInputSerializer,
+    last_only_query,
     message_data,
+    simple_message_input,
 )
 from sessions_app.models import STATE_KEY_MAX_LENGTH, MessageRole, Session
 
@@ -223,9 +225,11 @@ class SessionMessagesView(TenantScopedAPIView):
         responses={200: MessagePageSerializer, 404: NOT_FOUND},
     )
     def get(self, request: Request, session_id: str) -> Response:
-        query = MessageListQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        params = query.validated_data
+        params = last_only_query(request.query_params)
+        if params is None:
+            query = MessageListQuerySerializer(data=request.query_params)
+            query.is_valid(raise_exception=True)
+            params = query.validated_data
         page = selectors.message_page_for_tenant(
             tenant=self.tenant,
             session_id=session_id,
@@ -338,6 +342,9 @@ class SessionMessagesView(TenantScopedAPIView):
             batch = MessageBatchInputSerializer(data=data)
             batch.is_valid(raise_exception=True)
             return list(batch.validated_data["messages"])
+        simple = simple_message_input(data)
+        if simple is not None:
+            return [simple]
         single = MessageInputSerializer(data=data)
         single.is_valid(raise_exception=True)
         return [dict(single.validated_data)]

@@ -279,6 +279,77 @@ def test_a_forgetful_query_inside_a_request_finds_nothing_of_another_tenant(
     assert seen == [["A's secret"]]
 
 
+def _pending() -> bool:
+    return bool(getattr(connection, rls._PENDING, False))
+
+
+def test_a_request_resets_lazily_and_the_next_statement_runs_fail_closed(
+    two_tenants: tuple[Tenant, Tenant],
+) -> None:
+    # As in a server: the connection starts unscoped; the request ends without a round trip.
+    a, _ = two_tenants
+    api = client_for(api_key_create(tenant=a, name="t", scopes=["read"])[1])
+    with rls.rls_scope(tenant_id=None):
+        assert api.get("/api/v1/sessions/").status_code == 200
+        assert _pending()
+        assert rls.rls_current() == ("", "")
+        # The first statement after it settles the reset before it runs.
+        assert Message.objects.count() == 0
+        assert not _pending()
+        assert _settings() == ("", "")
+
+
+def test_a_lazy_reset_is_settled_for_good_before_a_transaction_that_rolls_back(
+    two_tenants: tuple[Tenant, Tenant],
+) -> None:
+    from django.db import transaction
+
+    a, b = two_tenants
+    api = client_for(api_key_create(tenant=a, name="t", scopes=["read"])[1])
+    with rls.rls_scope(tenant_id=None):
+        for scope_inside in (None, b.pk):
+            assert api.get("/api/v1/sessions/").status_code == 200
+            assert _pending()
+            with transaction.atomic():
+                if scope_inside is not None:
+                    rls.rls_set(tenant_id=scope_inside)  # a scope set inside, then rolled back
+                Message.objects.count()
+                transaction.set_rollback(True)
+            # The rollback did not bring back the last request's tenant.
+            assert _settings() == ("", "")
+            assert Message.objects.filter(tenant=a).count() == 0
+            rls.rls_set(tenant_id="")
+
+
+def test_the_same_tenant_next_needs_no_round_trip_another_one_gets_its_own(
+    two_tenants: tuple[Tenant, Tenant], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = two_tenants
+    api = client_for(api_key_create(tenant=a, name="t", scopes=["read"])[1])
+    with rls.rls_scope(tenant_id=None):
+        assert api.get("/api/v1/sessions/").status_code == 200
+        assert _pending()
+        cursors: list[None] = []
+        original = psycopg.Connection.cursor
+
+        def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
+            cursors.append(None)
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Connection, "cursor", counting)
+        rls.rls_set(tenant_id=a.pk)
+        assert cursors == []
+        assert not _pending()
+        monkeypatch.undo()
+        assert _settings() == (str(a.pk), "")
+        rls.rls_set(tenant_id="")
+        assert api.get("/api/v1/sessions/").status_code == 200
+        rls.rls_set(tenant_id=b.pk)
+        assert _settings() == (str(b.pk), "")
+        assert [m.content for m in Message.objects.all()] == ["B's secret"]
+        rls.rls_set(tenant_id="")
+
+
 @pytest.mark.django_db
 def test_tasks_run_in_their_tenants_scope(tenant: Tenant) -> None:
     session = _chat(tenant, "tg:1", "hello")

@@ -134,3 +134,35 @@ def test_the_prebuilt_candidates_statement_reads_what_the_orm_reads(
     assert prebuilt == orm
     assert prebuilt  # every combination finds something in this corpus
     assert "Lives in Paris" not in [candidate.content for candidate in prebuilt]
+
+
+def test_the_hits_statement_reads_what_in_bulk_reads(corpus):
+    """A search's hits are read by id with a statement of their own (_facts_by_id): the same
+    facts, every field the same value and type, as `for_tenant().in_bulk()`; a person-bound
+    tenant and no ids keep the ORM's way."""
+    from facts_app.models import Fact
+    from facts_app.selectors.facts import _facts_by_id
+    from sessions_app.services import session_create_or_get
+
+    sachi = end_user_get_or_create(tenant=corpus, external_id="whatsapp:+4912345")
+    session, _ = session_create_or_get(tenant=corpus, agent_id="bench")
+    fact, _ = fact_create(
+        tenant=corpus,
+        end_user=sachi,
+        content="Owns a bike",
+        tags=["hobby", "é"],
+        metadata={"k": [1, {"x": None}]},
+        source_session_id=session.pk,
+        source_message_ids=[3, 4],
+    )
+    ids = [*Fact.objects.filter(tenant=corpus).values_list("pk", flat=True)[:5], fact.pk]
+    ours = _facts_by_id(tenant=corpus, ids=ids)
+    orm = Fact.objects.for_tenant(corpus).in_bulk(ids)
+    assert set(ours) == set(orm) == set(ids)
+    for pk, expected in orm.items():
+        for field in Fact._meta.concrete_fields:
+            value, want = getattr(ours[pk], field.attname), getattr(expected, field.attname)
+            assert (value, type(value)) == (want, type(want)), field.name
+        assert not ours[pk]._state.adding
+        assert ours[pk]._state.db == expected._state.db
+    assert _facts_by_id(tenant=corpus, ids=[]) == {}
