@@ -22,12 +22,14 @@ from functools import cache
 from typing import Any, Literal, NamedTuple
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections, models, router
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
-from memoryhub.accounts.models import EndUser, Tenant
+from memoryhub.accounts.models import EndUser, Tenant, end_user_id_is_storable
 from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.core.after_response import after_response
-from memoryhub.core.errors import InvalidInput
+from memoryhub.core.errors import InvalidInput, ResourceNotFound
 from memoryhub.core.recall import Hit, RecallDoc, RecallIndex, Signals, rank
 from memoryhub.core.recall.analyzer import query_terms
 from memoryhub.core.recall.cache import IndexCache
@@ -39,9 +41,9 @@ from memoryhub.llm.embeddings import (
     get_embedder,
     matrix_from_bytes,
 )
-from sessions_app.models import Message, MessageVector, Session
+from sessions_app.models import Message, MessageRole, MessageVector, Session
 from sessions_app.pgvector import nearest_messages, pgvector_serves
-from sessions_app.selectors import message_search, session_get_for_tenant
+from sessions_app.selectors import MessageRecord, message_search, session_get_for_tenant
 
 logger = logging.getLogger(__name__)
 
@@ -95,22 +97,43 @@ def speaker_of(*, name: str, role: str) -> str:
     return name or role
 
 
-def recall_token(*, tenant_id: int, end_user_id: int) -> Token | None:
-    """The person's version token, or None when the person is gone (erased)."""
+def _token_sql(*, by_external_id: bool) -> str:
     enduser = EndUser._meta.db_table
     session = Session._meta.db_table
     quote = connection.ops.quote_name
-    sql = (
-        "SELECT e.recall_version, e.vectors_version, COUNT(s.id), "  # noqa: S608
+    person = "e.external_id" if by_external_id else "e.id"
+    return (
+        "SELECT e.id, e.recall_version, e.vectors_version, COUNT(s.id), "  # noqa: S608
         f"COALESCE(SUM(s.last_seq), 0) FROM {quote(enduser)} e LEFT JOIN {quote(session)} s "
         "ON s.end_user_id = e.id AND s.tenant_id = e.tenant_id "
-        "WHERE e.id = %s AND e.tenant_id = %s "
+        f"WHERE {person} = %s AND e.tenant_id = %s "
         "GROUP BY e.id, e.recall_version, e.vectors_version"
     )
+
+
+def recall_token(*, tenant_id: int, end_user_id: int) -> Token | None:
+    """The person's version token, or None when the person is gone (erased)."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, [end_user_id, tenant_id])
+        cursor.execute(_token_sql(by_external_id=False), [end_user_id, tenant_id])
         row = cursor.fetchone()
-    return None if row is None else Token(*(int(value) for value in row))
+    return None if row is None else Token(*(int(value) for value in row[1:]))
+
+
+def _person_and_token(*, tenant: Tenant, external_id: str) -> tuple[EndUser, Token]:
+    """The tenant's person with this id and their version token, in one query: a search by
+    user_id otherwise read the person (through the ORM) and then their token. Raises
+    ResourceNotFound as end_user_get_for_tenant does. Only for a tenant not bound to a person
+    (the binding narrows the lookup: callers take end_user_get_for_tenant then)."""
+    if not end_user_id_is_storable(external_id):
+        raise ResourceNotFound("No such user.")
+    with connection.cursor() as cursor:
+        cursor.execute(_token_sql(by_external_id=True), [external_id, tenant.pk])
+        row = cursor.fetchone()
+    if row is None:
+        raise ResourceNotFound("No such user.")
+    # Recall reads only the person's pk (and its tenant): no second query for the whole row.
+    person = EndUser(pk=int(row[0]), tenant=tenant, external_id=external_id)
+    return person, Token(*(int(value) for value in row[1:]))
 
 
 def _model_name() -> str | None:
@@ -173,7 +196,11 @@ def _docs_for_person(*, tenant_id: int, end_user_id: int) -> list[RecallDoc]:
 
 
 def person_index(
-    *, tenant_id: int, end_user_id: int, accept_newer_appends: bool = False
+    *,
+    tenant_id: int,
+    end_user_id: int,
+    accept_newer_appends: bool = False,
+    token: Token | None = None,
 ) -> RecallIndex | None:
     """The person's index; None when the person is gone (erased).
 
@@ -181,11 +208,13 @@ def person_index(
     appended (their words must be found at once). New vectors alone do not hold a request up:
     the cached index is used once more and rebuilt after the response. With
     `accept_newer_appends` (the context's relevant history, which never shows the newest turns
-    of its own session anyway) appends are treated the same way.
+    of its own session anyway) appends are treated the same way. `token`: the person's token
+    when the caller has just read it (with the person: _person_and_token).
     """
     key = ("messages", tenant_id, end_user_id)
     cache_ = index_cache()
-    token = recall_token(tenant_id=tenant_id, end_user_id=end_user_id)
+    if token is None:
+        token = recall_token(tenant_id=tenant_id, end_user_id=end_user_id)
     if token is None:
         cache_.discard(key)
         return None
@@ -228,9 +257,29 @@ def _index_build(*, key: Hashable, token: Token, tenant_id: int, end_user_id: in
     )
 
 
+class RecalledMessage(MessageRecord):
+    """A hit's whole row as a record, not a model instance: building ~10-60 Message instances
+    through the ORM cost more than ranking the person's history. It reads as a Message does for
+    the API (message_data), the MCP tools and the search page (`pk`, `get_role_display`)."""
+
+    __slots__ = ()
+
+    @property
+    def pk(self) -> int:
+        return self.id
+
+    def get_role_display(self) -> str:
+        return _ROLE_LABELS.get(self.role, self.role)
+
+
+_ROLE_LABELS: dict[str, str] = {value: str(label) for value, label in MessageRole.choices}
+
+
 @dataclass(frozen=True)
 class MessageRecall:
-    message: Message
+    # A RecalledMessage for whole rows; a Message holding only the fields asked for (`fields`),
+    # or from the database's search (a tenant-wide search).
+    message: Message | RecalledMessage
     hit: Hit
 
 
@@ -238,6 +287,104 @@ class MessageRecall:
 class RecallResult:
     mode: Mode  # the mode that ran: hybrid without any vector yet runs as lexical
     hits: list[MessageRecall]
+
+
+_RECORD_FIELDS = MessageRecord._fields
+
+
+@cache
+def _hit_reader(
+    vendor: str, names: tuple[str, ...]
+) -> tuple[str, tuple[Any, ...], tuple[str, ...]]:
+    """The statement reading hit rows by id, the columns (for their converters) and the
+    attribute names."""
+    meta = Message._meta
+    fields = [_concrete_field(name) for name in names]
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(field.column) for field in fields)
+    # PostgreSQL: one statement text whatever the number of ids (psycopg caches its parse).
+    ids = "= ANY(%s)" if vendor == "postgresql" else "IN ({ids})"
+    sql = (
+        f"SELECT {columns} FROM {quote(meta.db_table)} "  # noqa: S608
+        f"WHERE {quote('tenant_id')} = %s AND {quote('id')} {ids}"
+    )
+    cols = tuple(field.get_col(meta.db_table) for field in fields)
+    return sql, cols, tuple(field.attname for field in fields)
+
+
+def _hit_rows(
+    *, tenant_id: int, ids: Sequence[Hashable], fields: Sequence[str] | None
+) -> dict[Hashable, Message | RecalledMessage]:
+    """The hits' rows by id, in one statement written once (in_bulk compiled a queryset and
+    built a model instance per row). Whole rows come as RecalledMessage; with `fields`, Message
+    instances holding only those fields (the others deferred), as `.only()` loads them."""
+    if not ids:
+        return {}
+    alias = router.db_for_read(Message)
+    db = connections[alias]
+    names = (
+        _RECORD_FIELDS
+        if fields is None
+        else _in_model_order({"id", *(_attname(name) for name in fields)})
+    )
+    sql, columns, attnames = _hit_reader(db.vendor, names)
+    # The ORM's own converters, so values come out as a queryset's would on either database.
+    converters = [
+        (column, db.ops.get_db_converters(column) + column.get_db_converters(db))
+        for column in columns
+    ]
+    if db.vendor == "postgresql":
+        params: list[Any] = [tenant_id, list(ids)]
+    else:
+        sql = sql.format(ids=", ".join(["%s"] * len(ids)))
+        params = [tenant_id, *ids]
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    found: dict[Hashable, Message | RecalledMessage] = {}
+    for row in rows:
+        values = list(row)
+        for position, (column, functions) in enumerate(converters):
+            for function in functions:
+                values[position] = function(values[position], column, db)
+        if fields is None:
+            record = RecalledMessage(*values)
+            found[record.id] = record
+        else:
+            message = _partial_message(alias, attnames, values)
+            found[message.pk] = message
+    return found
+
+
+def _concrete_field(name: str) -> models.Field[Any, Any]:
+    field = Message._meta.get_field(name)
+    if not isinstance(field, models.Field) or not field.concrete:
+        raise ValueError(f"Message.{name} is not a column.")
+    return field
+
+
+def _partial_message(alias: str, attnames: tuple[str, ...], values: list[Any]) -> Message:
+    """What `Message.from_db` builds from these columns (the others deferred), without
+    Model.__init__'s per-field work: it was most of the cost of the context's ~60 hits. With
+    an init signal receiver connected, from_db itself, so the receiver runs."""
+    if pre_init.has_listeners(Message) or post_init.has_listeners(Message):
+        return Message.from_db(alias, attnames, values)
+    message = Message.__new__(Message)
+    message.__dict__.update(zip(attnames, values, strict=True))
+    message._state = ModelState()
+    message._state.adding = False
+    message._state.db = alias
+    return message
+
+
+def _in_model_order(attnames: set[str]) -> tuple[str, ...]:
+    # Model.from_db takes the values of a subset of the fields in the model's field order.
+    return tuple(f.attname for f in Message._meta.concrete_fields if f.attname in attnames)
+
+
+def _attname(name: str) -> str:
+    # `.only("session")` and `.only("session_id")` name the same column.
+    return _concrete_field(name).attname
 
 
 def _query_vector(*, query: str, index: RecallIndex, mode: Mode) -> Any:
@@ -306,16 +453,21 @@ def message_recall(
     exclude_ids: Sequence[int] = (),
     accept_newer_appends: bool = False,
     fields: Sequence[str] | None = None,
+    token: Token | None = None,
 ) -> RecallResult:
     """The person's messages best matching `query`, best first (memoryhub.core.recall.rank).
 
     `session_id`/`role` narrow the hits; `exclude_ids` drops messages the caller already shows.
-    `fields`: the only `Message` fields the caller reads (loaded with `.only()`; the others
-    would cost a query each); None loads whole rows.
+    `fields`: the only `Message` fields the caller reads (Message instances holding only
+    those, as `.only()` loads them; the others would cost a query each); None loads whole rows,
+    as RecalledMessage records. `token`: the person's version token, when just read.
     Raises EmptySearchQuery for a query with no searchable word.
     """
     index = person_index(
-        tenant_id=tenant.pk, end_user_id=end_user.pk, accept_newer_appends=accept_newer_appends
+        tenant_id=tenant.pk,
+        end_user_id=end_user.pk,
+        accept_newer_appends=accept_newer_appends,
+        token=token,
     )
     if index is None or len(index) == 0:
         rank_empty_check(query)
@@ -347,11 +499,10 @@ def message_recall(
     ran: Mode = mode if (mode != "hybrid" or has_dense) else "lexical"
     filtered = session_id is not None or role is not None or bool(exclude_ids)
     excluded = set(exclude_ids)
-    rows = Message.objects.filter(tenant=tenant)
     if fields is not None:
         # The context reads 7 short fields of ~60 rows: whole rows also decode their JSON
-        # metadata and tool calls and set every field. The filters below read these two.
-        rows = rows.only(*dict.fromkeys([*fields, "session_id", "role"]))
+        # metadata and tool calls. The filters below read these two.
+        fields = [*fields, "session_id", "role"]
     want = top_k
     while True:
         # With filters applied after ranking, ask for more than top_k, then all if still short.
@@ -367,7 +518,7 @@ def message_recall(
             since=since,
             until=until,
         )
-        by_id = rows.in_bulk([hit.id for hit in hits])
+        by_id = _hit_rows(tenant_id=tenant.pk, ids=[hit.id for hit in hits], fields=fields)
         found = [
             MessageRecall(message=by_id[hit.id], hit=hit)
             for hit in hits
@@ -402,9 +553,13 @@ def messages_search(
     ResourceNotFound for an unknown person or session, InvalidInput for a semantic search
     without a person, EmptySearchQuery for a query with no searchable word.
     """
-    end_user = (
-        end_user_get_for_tenant(tenant=tenant, external_id=user_id) if user_id is not None else None
-    )
+    end_user: EndUser | None = None
+    token: Token | None = None
+    if user_id is not None:
+        if tenant.person is None:
+            end_user, token = _person_and_token(tenant=tenant, external_id=user_id)
+        else:
+            end_user = end_user_get_for_tenant(tenant=tenant, external_id=user_id)
     if session_id is not None:
         session = session_get_for_tenant(tenant=tenant, session_id=session_id)
         if end_user is None and session.end_user_id is not None:
@@ -422,6 +577,7 @@ def messages_search(
                 until=until,
                 session_id=session_id,
                 role=role,
+                token=token,
             )
         except HistoryTooLarge:
             # One session of the person: the database's full-text search below serves it.

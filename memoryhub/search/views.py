@@ -29,8 +29,8 @@ from memoryhub.core.errors import InvalidInput, ResourceNotFound
 from memoryhub.core.pages import htmx_partial
 from memoryhub.core.search import EmptySearchQuery
 from sessions_app.models import Message, MessageRole, Session
-from sessions_app.recall import Mode, messages_search
-from sessions_app.selectors import MessageHit, session_get_for_tenant
+from sessions_app.recall import Mode, RecalledMessage, messages_search
+from sessions_app.selectors import session_get_for_tenant
 
 TOP_K_STEPS = (10, 25, 50, TOP_K_MAX)
 
@@ -111,7 +111,7 @@ class FactResult:
 
 @dataclass(frozen=True)
 class MessageResult:
-    message: Message
+    message: Message | RecalledMessage  # the template reads the same attributes of either
     score: float
     url: str
     session_url: str
@@ -168,22 +168,21 @@ def _message_results(form: SearchForm, tenant: Tenant, top_k: int) -> list[Messa
         role=data.get("role") or None,
         top_k=top_k,
     )
-    hits = [MessageHit(message=item.message, score=item.hit.score) for item in found.hits]
     # Who each hit's session belongs to, in one query for all of them.
     owners = dict(
         Session.objects.for_tenant(tenant)
-        .filter(pk__in={hit.message.session_id for hit in hits})
+        .filter(pk__in={item.message.session_id for item in found.hits})
         .values_list("pk", "end_user__external_id")
     )
     results = []
-    for hit in hits:
-        message = hit.message
+    for item in found.hits:
+        message = item.message
         person = owners.get(message.session_id)
         session_url = f"/sessions/{message.session_id}/"
         results.append(
             MessageResult(
                 message=message,
-                score=hit.score,
+                score=item.hit.score,
                 url=f"{session_url}#seq-{message.seq}",
                 session_url=session_url,
                 person=person,

@@ -8,8 +8,10 @@ import datetime as dt
 
 import pytest
 from django.core.management import call_command
+from django.db.models.signals import post_init
 
 from memoryhub.accounts.models import EndUser
+from memoryhub.core.errors import ResourceNotFound
 from memoryhub.llm import embeddings
 from sessions_app import recall
 from sessions_app.models import Message, MessageVector, Session
@@ -251,3 +253,55 @@ def test_recall_with_fields_finds_the_same_and_loads_only_those(
     stored = Message.objects.values_list("seq", "content", "role", "session_id").get(pk=message.pk)
     with django_assert_num_queries(0):  # the fields asked for, and the filters', are loaded
         assert (message.seq, message.content, message.role, message.session_id) == stored
+
+
+def test_whole_rows_come_as_records_that_read_as_the_stored_messages(owner, tenant):
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS, name="Ana", metadata={"via": "tui"})
+    person = EndUser.objects.get(tenant=tenant, external_id="ana")
+    found = recall.message_recall(tenant=tenant, end_user=person, query="kitchen sister", top_k=5)
+    assert found.hits
+    for item in found.hits:
+        record = item.message
+        assert isinstance(record, recall.RecalledMessage)
+        stored = Message.objects.get(pk=record.id)
+        # Every field the API, the MCP tools and the search page read, as the ORM loads it.
+        assert record._asdict() == {name: getattr(stored, name) for name in record._fields}
+        assert record.metadata == {"via": "tui"}
+        assert (record.pk, record.get_role_display()) == (stored.pk, stored.get_role_display())
+
+
+def test_a_search_by_user_id_reads_the_person_with_the_token(
+    owner, tenant, django_assert_num_queries
+):
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    recall.messages_search(tenant=tenant, query="kitchen", mode="lexical", user_id="ana")
+    # Warm: the person and their version token in one statement, then the hits' rows.
+    with django_assert_num_queries(2):
+        found = recall.messages_search(
+            tenant=tenant, query="kitchen sister", mode="lexical", user_id="ana"
+        )
+    assert [item.message.content for item in found.hits][:1] == [TURNS[0][1]]
+    for unknown in ("bob", "a\x00b", "x" * 10_000):
+        with pytest.raises(ResourceNotFound):
+            recall.messages_search(tenant=tenant, query="kitchen", user_id=unknown)
+
+
+def test_fields_build_messages_through_from_db_when_an_init_receiver_listens(owner, tenant):
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    person = EndUser.objects.get(tenant=tenant, external_id="ana")
+    built = []
+
+    def receiver(sender, instance, **kwargs):
+        built.append(instance)
+
+    post_init.connect(receiver, sender=Message)
+    try:
+        found = recall.message_recall(
+            tenant=tenant, end_user=person, query="kitchen sister", top_k=5, fields=("seq",)
+        )
+    finally:
+        post_init.disconnect(receiver, sender=Message)
+    assert found.hits
+    assert {id(item.message) for item in found.hits} <= {id(instance) for instance in built}
+    message = found.hits[0].message
+    assert message.get_deferred_fields() >= {"content", "metadata", "created_at"}

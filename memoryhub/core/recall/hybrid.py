@@ -373,21 +373,32 @@ def _top(
         rows, candidate_scores = rows[keep], candidate_scores[keep]
     # Rows ascend (message order); a stable sort on the negated score keeps that order in ties.
     order = np.argsort(-candidate_scores, kind="stable")[:top_k]
+    chosen = np.take(rows, order)
+    # Each column of the chosen rows read at once (tolist gives the same Python floats and
+    # bools as float()/bool() of each numpy scalar): per-row scalar reads were most of this.
+    lexical = np.take(bm25, chosen)
+    dense = np.take(cosine, chosen).tolist() if cosine is not None else [None] * chosen.size
+    columns = zip(
+        chosen.tolist(),
+        np.take(candidate_scores, order).tolist(),
+        lexical.tolist(),
+        dense,
+        (lexical > 0).tolist(),
+        np.take(semantic, chosen).tolist(),
+        np.take(speaker, chosen).tolist(),
+        np.take(date, chosen).tolist(),
+        np.take(when, chosen).tolist(),
+        strict=True,
+    )
     return [
         Hit(
             id=index.ids[row],
-            score=float(candidate_scores[position]),
-            lexical_score=float(bm25[row]),
-            dense_score=float(cosine[row]) if cosine is not None and semantic[row] else None,
-            signals=Signals(
-                lexical=bool(bm25[row] > 0),
-                semantic=bool(semantic[row]),
-                speaker=bool(speaker[row]),
-                date=bool(date[row]),
-                when=bool(when[row]),
-            ),
+            score=score,
+            lexical_score=lexical_score,
+            dense_score=cosine_score if flags[1] else None,
+            signals=Signals(*flags),
         )
-        for position, row in ((int(p), int(rows[p])) for p in order)
+        for row, score, lexical_score, cosine_score, *flags in columns
     ]
 
 
