@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import (
     Count,
     Func,
@@ -157,10 +158,28 @@ def message_tail_for_context(*, tenant: Tenant, session_id: uuid.UUID, last: int
     `message_page_for_tenant(last=...)` returns, minus what the context does not use (no
     Message objects, no join for last_seq, no second query for an empty page)."""
     connection = connections[router.db_for_read(Message)]
-    db_session_id = Session._meta.pk.get_db_prep_value(session_id, connection)
+    sql, params = message_tail_query(
+        connection=connection, tenant_id=tenant.pk, session_id=session_id, last=last
+    )
     with connection.cursor() as cursor:
-        cursor.execute(_CONTEXT_MESSAGES_SQL, [tenant.pk, db_session_id, max(last, 0) + 1])
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
+    return message_tail_from_rows(rows, last=last)
+
+
+def message_tail_query(
+    *, connection: BaseDatabaseWrapper, tenant_id: int, session_id: uuid.UUID, last: int
+) -> tuple[str, list[Any]]:
+    """message_tail_for_context's statement and its parameters (the context's gather reads it
+    inside a statement of its own too: memoryhub.context.selectors): one row more than `last`,
+    newest first, to tell whether older ones exist."""
+    db_session_id = Session._meta.pk.get_db_prep_value(session_id, connection)
+    return _CONTEXT_MESSAGES_SQL, [tenant_id, db_session_id, max(last, 0) + 1]
+
+
+def message_tail_from_rows(rows: Iterable[Sequence[Any]], *, last: int) -> MessageTail:
+    """The rows of message_tail_query's statement (newest first) as message_tail_for_context
+    returns them."""
     newest_first = [
         MessageRow(
             seq,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -46,17 +49,29 @@ class MemoryLists:
 # leaves out); the window reads those rows anyway. Written as SQL, not the ORM: this runs before
 # nearly every model call a bot makes, and building it through the ORM (a window, a filter on
 # it) cost ~2 ms of Python per call against ~0.1 ms in the database.
-_CONTEXT_MEMORIES_SQL = """
-SELECT "end_user_id", "key", CASE WHEN "place" <= %s THEN "content" END, "pinned", "place"
-FROM (
-  SELECT "end_user_id", "key", "content", "pinned",
-         ROW_NUMBER() OVER (PARTITION BY "end_user_id" ORDER BY "pinned" DESC, "key") AS "place"
-  FROM "facts_app_usermemory"
-  WHERE "tenant_id" = %s AND ("end_user_id" IS NULL OR "end_user_id" = %s)
-    AND ("expires_at" IS NULL OR "expires_at" > %s)
-) AS "ranked"
-ORDER BY "pinned" DESC, "key"
+# The rows of both owners, each with its place in its owner's list (the context's gather reads
+# them inside a statement of its own too: memoryhub.context.selectors).
+CONTEXT_RANKED_MEMORIES_SQL = """
+SELECT "end_user_id", "key", "content", "pinned",
+       ROW_NUMBER() OVER (PARTITION BY "end_user_id" ORDER BY "pinned" DESC, "key") AS "place"
+FROM "facts_app_usermemory"
+WHERE "tenant_id" = %s AND ("end_user_id" IS NULL OR "end_user_id" = %s)
+  AND ("expires_at" IS NULL OR "expires_at" > %s)
 """
+_CONTEXT_MEMORIES_SQL = f"""
+SELECT "end_user_id", "key", CASE WHEN "place" <= %s THEN "content" END, "pinned", "place"
+FROM ({CONTEXT_RANKED_MEMORIES_SQL}) AS "ranked"
+ORDER BY "pinned" DESC, "key"
+"""  # noqa: S608 (no value in it: parameters only)
+
+
+def context_ranked_memories_params(
+    *, connection: BaseDatabaseWrapper, tenant_id: int, end_user_id: int | None
+) -> list[Any]:
+    """CONTEXT_RANKED_MEMORIES_SQL's parameters: unexpired now. end_user_id None matches no
+    person (end_user_id = NULL is never true): the tenant-wide list alone."""
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    return [tenant_id, end_user_id, now]
 
 
 def memory_lists_for_context(*, tenant_id: int, end_user_id: int | None, limit: int) -> MemoryLists:
@@ -65,12 +80,18 @@ def memory_lists_for_context(*, tenant_id: int, end_user_id: int | None, limit: 
     one query instead of two."""
     limit = max(limit, 0)
     connection = connections[router.db_for_read(UserMemory)]
-    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    params = context_ranked_memories_params(
+        connection=connection, tenant_id=tenant_id, end_user_id=end_user_id
+    )
     with connection.cursor() as cursor:
-        # end_user_id = NULL matches nothing, so a session without a person gets the
-        # tenant-wide list alone.
-        cursor.execute(_CONTEXT_MEMORIES_SQL, [limit, tenant_id, end_user_id, now])
+        cursor.execute(_CONTEXT_MEMORIES_SQL, [limit, *params])
         rows = cursor.fetchall()
+    return memory_lists_from_rows(rows, limit=limit)
+
+
+def memory_lists_from_rows(rows: Iterable[Sequence[Any]], *, limit: int) -> MemoryLists:
+    """Rows of (end_user_id, key, content, pinned, place), in memory_list's order, content
+    NULL past `limit`, as memory_lists_for_context returns them."""
     lists = MemoryLists(tenant_wide=[], personal=[])
     for owner_id, key, content, pinned, place in rows:
         if place > limit:

@@ -162,12 +162,14 @@ class _Section:
     header_charge: int
     entries: list[_Entry] = field(default_factory=list)
     dropped: list[tuple[str, str]] = field(default_factory=list)
+    # The entries' charges, summed as they come and go (`tokens` is asked after every claim).
+    charged: int = 0
 
     @property
     def tokens(self) -> int:
         if not self.entries:
             return 0
-        return self.header_charge + sum(entry.charge for entry in self.entries)
+        return self.header_charge + self.charged
 
 
 class _Assembler:
@@ -217,6 +219,7 @@ class _Assembler:
         self.used += self._cost(section, charge)
         entry = _Entry(label, charge, item)
         section.entries.append(entry)
+        section.charged += charge
         self.claims.append((section, entry))
 
     def _drop(self, section: _Section, label: str, reason: str) -> None:
@@ -225,6 +228,7 @@ class _Assembler:
     def _remove(self, section: _Section, entry: _Entry, reason: str) -> None:
         before = section.tokens
         section.entries.remove(entry)
+        section.charged -= entry.charge
         self.claims.remove((section, entry))
         self.used -= before - section.tokens
         if entry.label == LONG_TERM_LABEL:

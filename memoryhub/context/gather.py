@@ -14,9 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from facts_app.selectors.facts import fact_recall_for_context
-from facts_app.selectors.memories import memory_lists_for_context
-from facts_app.selectors.notes import note_recall_for_context
 from memoryhub.accounts.models import EndUser, Tenant
+from memoryhub.context.selectors import context_reads_for_session
 from memoryhub.context.types import (
     Budget,
     ContextInputs,
@@ -35,7 +34,6 @@ from sessions_app.selectors import (
     TURN_FIELDS,
     SessionForContext,
     message_neighbours_for_context,
-    message_tail_for_context,
 )
 
 RECENT_NOTE_DAYS = 7
@@ -55,12 +53,22 @@ def context_inputs_for_session(
     tenant-wide ones (a session without a person gets these alone); without it the latest user
     message does (seed 004's injection).
 
-    Four queries: the last messages, the memories (both lists), the fact search (both
-    owners), the notes;
+    Two queries: the last messages with the memories (both lists) and the person's notes, the
+    fact search (both owners);
     with a history share (`budget.max_history_tokens`), the recall adds its version read and,
     when something matched, the hit rows and their neighbours (and, when the person's cached
     index is missing or stale beyond new appends, its rebuild)."""
-    tail = message_tail_for_context(tenant=tenant, session_id=found.id, last=budget.max_messages)
+    # The last messages, the memories and the person's notes: one round trip for the three.
+    reads = context_reads_for_session(
+        tenant=tenant,
+        session_id=found.id,
+        end_user_id=found.end_user_id,
+        last=budget.max_messages,
+        max_memories=budget.max_memories,
+        today=today,
+        note_days=RECENT_NOTE_DAYS + 1,
+    )
+    tail = reads.tail
     messages = [
         MessageItem(
             seq=row.seq,
@@ -81,9 +89,7 @@ def context_inputs_for_session(
         else None
     )
     end_user_id = found.end_user_id
-    memories = memory_lists_for_context(
-        tenant_id=tenant.pk, end_user_id=end_user_id, limit=budget.max_memories
-    )
+    memories = reads.memories
     tenant_memories = [
         MemoryItem(key=row.key, content=row.content, pinned=row.pinned, tenant_wide=True)
         for row in memories.tenant_wide
@@ -122,11 +128,8 @@ def context_inputs_for_session(
             ),
         )
 
-    notes = note_recall_for_context(
-        tenant_id=tenant.pk, end_user_id=end_user_id, today=today, days=RECENT_NOTE_DAYS + 1
-    )
-    long_term = notes.long_term
-    daily = [NoteItem(day=note.day, content=note.content) for note in notes.daily]
+    long_term = reads.notes.long_term
+    daily = [NoteItem(day=note.day, content=note.content) for note in reads.notes.daily]
     return ContextInputs(
         today=today,
         tenant_memories=tenant_memories,

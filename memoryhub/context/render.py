@@ -55,7 +55,9 @@ _MEMORY_TAG = re.compile(r"<(\s*/?\s*memory)", re.IGNORECASE)
 
 
 def _clean(text: str) -> str:
-    return _MEMORY_TAG.sub(r"&lt;\1", text.strip())
+    text = text.strip()
+    # Most texts hold no "<" at all: a scan instead of the regex (~330 calls per context).
+    return _MEMORY_TAG.sub(r"&lt;\1", text) if "<" in text else text
 
 
 def _indented(text: str) -> str:

