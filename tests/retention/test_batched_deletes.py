@@ -143,6 +143,32 @@ class TestBatchesKeepEverythingExact:
         assert_counters_true(pinned)
         assert_counters_true(free)
 
+    def test_many_messages_of_one_instant_go_over_batches_smaller_than_them(self, tenant):
+        # Each batch starts at the last one's instant (>=): the rows tied with it that the
+        # batch did not take are found by the next one, and nothing is left behind.
+        sessions = [chat(tenant, user=u, texts=[f"m{i}" for i in range(7)]) for u in "xyz"]
+        Message.objects.filter(session__in=sessions).update(created_at=timezone.now() - 100 * DAY)
+        pacer = BatchPacer(size=2, min_size=2, max_size=2, sleep=lambda seconds: None)
+
+        report = retention.retention_prune_tenant(tenant=tenant, pacer=pacer)
+
+        assert report.counts["messages"] == 21
+        assert pacer.batches >= 11
+        assert Message.objects.count() == 0
+        for session in sessions:
+            assert_counters_true(session)
+
+    def test_a_tenant_without_vectors_leaves_another_tenants_vectors(self, tenant, other_tenant):
+        mine = chat(tenant)
+        theirs = chat(other_tenant)
+        vectors_for(theirs)
+        age(mine, seq_up_to=3)
+
+        retention.retention_prune_tenant(tenant=tenant, batch_size=2)
+
+        assert Message.objects.filter(session=mine).count() == 0
+        assert MessageVector.objects.filter(message__session=theirs).count() == 3
+
     def test_other_tenants_messages_stay(self, tenant, other_tenant):
         mine = chat(tenant)
         theirs = chat(other_tenant)
@@ -164,7 +190,9 @@ def test_with_a_tiny_time_budget_it_takes_many_batches_and_deletes_everything(te
     sizes: list[int] = []
     pauses: list[float] = []
     # Every batch "takes" a second against a budget of 50-100 ms: the pacer shrinks to its floor.
-    pacer = BatchPacer(size=8, min_size=2, clock=FakeClock(1.0), sleep=pauses.append)
+    pacer = BatchPacer(
+        size=8, min_size=2, pause_ratio=0.25, clock=FakeClock(1.0), sleep=pauses.append
+    )
     original_run = pacer.run
 
     def run(batch):
@@ -182,7 +210,7 @@ def test_with_a_tiny_time_budget_it_takes_many_batches_and_deletes_everything(te
     assert Message.objects.count() == 0
     # A quarter at most per step, down to the floor; the last batch finds nothing left.
     assert sizes == [8] + [2] * 7
-    # A pause after each batch that left work, a quarter of its time.
+    # A pause after each batch that left work, the share of its time asked.
     assert pauses == [pytest.approx(0.25)] * 7
     for session in sessions:
         assert_counters_true(session)
@@ -218,10 +246,17 @@ class TestThePacer:
 
     def test_a_batch_within_the_band_keeps_its_size(self):
         pauses: list[float] = []
-        pacer = BatchPacer(size=700, clock=FakeClock(0.07), sleep=pauses.append)
+        pacer = BatchPacer(size=700, pause_ratio=0.25, clock=FakeClock(0.07), sleep=pauses.append)
 
         assert self.run(pacer, 2000) == [700, 700, 700]
         assert pauses == [pytest.approx(0.07 * 0.25)] * 2  # none after the last
+
+    def test_by_default_batches_follow_each_other_without_a_pause(self):
+        pauses: list[float] = []
+        pacer = BatchPacer(size=700, clock=FakeClock(0.07), sleep=pauses.append)
+
+        assert self.run(pacer, 2000) == [700, 700, 700]
+        assert pauses == []
 
 
 @pytest.mark.django_db
