@@ -49,7 +49,14 @@ from facts_app.models import (
     UserMemoryVersion,
 )
 from facts_app.services.facts import fact_content_hash, fact_search_text
-from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, EndUser, MemoryPolicy, Tenant
+from memoryhub.accounts.models import (
+    END_USER_ID_MAX_LENGTH,
+    EndUser,
+    MemoryPolicy,
+    Tenant,
+    end_user_id_is_storable,
+    end_user_id_is_writable,
+)
 from memoryhub.accounts.redaction import (
     redact_for_write,
     redact_tool_calls,
@@ -97,6 +104,8 @@ from sessions_app.models import (
 )
 
 MESSAGE_CHUNK = 1000
+# On PostgreSQL, the characters of message contents one INSERT takes at most (_insert_messages).
+MESSAGE_JSON_CHARS = 16 * 1024 * 1024
 # Sessions whose embedding is requested together (two queries and a task per batch), after
 # their own commits: a request never names a session that was rolled back.
 EMBEDDING_REQUEST_BATCH = 100
@@ -146,7 +155,22 @@ _MESSAGE_COLUMNS = tuple(
     for name in _MESSAGE_FIELDS
 )
 _TOKEN_COUNT = _MESSAGE_FIELDS.index("token_count")
+_CONTENT = _MESSAGE_FIELDS.index("content")
 _SESSION_FK = Message._meta.get_field("session")
+
+
+# Statements an item's writes put off (ImportSink._flush), with their parameters.
+Statements = list[tuple[str, list[Any]]]
+
+
+def _run_or_defer(
+    db: BaseDatabaseWrapper, sql: str, params: list[Any], defer: Statements | None
+) -> None:
+    if defer is not None:
+        defer.append((sql, params))
+        return
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def _insert_rows(
@@ -155,9 +179,10 @@ def _insert_rows(
     *,
     columns: tuple[str, ...],
     rows: list[tuple[Any, ...]],
+    defer: Statements | None = None,
 ) -> None:
     """INSERT `rows` (values ready for the database, in `columns`' order) as few multi-row
-    statements as the backend's parameter limit allows."""
+    statements as the backend's parameter limit allows; put off in `defer` when given."""
     if not rows:
         return
     limit = db.features.max_query_params
@@ -169,13 +194,82 @@ def _insert_rows(
         f"({', '.join(quote(column) for column in columns)}) VALUES "
     )
     placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    for start in range(0, len(rows), per_statement):
+        part = rows[start : start + per_statement]
+        _run_or_defer(
+            db,
+            head + ", ".join([placeholders] * len(part)),
+            [value for row in part for value in row],
+            defer,
+        )
+
+
+# Per database alias: the message INSERT that takes a chunk's rows as one JSON parameter.
+_MESSAGE_JSON_INSERT: dict[str, str] = {}
+
+
+def _message_json_insert(db: BaseDatabaseWrapper) -> str:
+    """PostgreSQL's message INSERT: the tenant and session as parameters, then one row per
+    element of a JSON array of the other values, each cast to its column's type. Text goes
+    uncast (an assignment to a varchar checks its length; an explicit cast would cut it)."""
+    if db.alias not in _MESSAGE_JSON_INSERT:
+        fields = {field.name: field for field in Message._meta.concrete_fields}
+        quote = db.ops.quote_name
+        values = []
+        for index, name in enumerate(_MESSAGE_FIELDS[2:]):
+            field = fields[name]
+            text = f"r->>{index}"
+            if field.get_internal_type() in ("CharField", "TextField"):
+                values.append(text)
+            else:
+                values.append(f"({text})::{field.db_type(db)}")
+        # Names and types from the model's own metadata; every value is a parameter.
+        _MESSAGE_JSON_INSERT[db.alias] = (
+            f"INSERT INTO {quote(Message._meta.db_table)} "  # noqa: S608
+            f"({', '.join(quote(column) for column in _MESSAGE_COLUMNS)}) "
+            f"SELECT %s, %s, {', '.join(values)} FROM jsonb_array_elements(%s::jsonb) AS r"
+        )
+    return _MESSAGE_JSON_INSERT[db.alias]
+
+
+def _insert_messages(
+    db: BaseDatabaseWrapper, *, rows: list[tuple[Any, ...]], defer: Statements | None = None
+) -> None:
+    """INSERT a chunk of one session's message rows (in _MESSAGE_COLUMNS' order). On PostgreSQL
+    as one statement of three parameters, the rows a JSON array: a multi-row VALUES of eleven
+    parameters a row costs the driver more (it splits the statement at every placeholder and
+    quotes each value) than encoding the chunk at once. Elsewhere (SQLite) as _insert_rows."""
+    if not rows:
+        return
+    if db.vendor != "postgresql":
+        _insert_rows(db, Message, columns=_MESSAGE_COLUMNS, rows=rows, defer=defer)
+        return
+    tenant_id, session_id = rows[0][0], rows[0][1]
+    sql = _message_json_insert(db)
+    start = 0
+    while start < len(rows):
+        # A statement's texts stay under MESSAGE_JSON_CHARS (a jsonb value holds 256 MB at
+        # most, and a thousand 256 KB tool outputs would be more).
+        end, size = start + 1, len(rows[start][_CONTENT])
+        while end < len(rows) and size + len(rows[end][_CONTENT]) <= MESSAGE_JSON_CHARS:
+            size += len(rows[end][_CONTENT])
+            end += 1
+        payload = json.dumps(
+            [(*row[2:-1], row[-1].isoformat()) for row in rows[start:end]],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        _run_or_defer(db, sql, [tenant_id, session_id, payload], defer)
+        start = end
+
+
+def _client_side_binding(db: BaseDatabaseWrapper) -> bool:
+    """Whether Django's cursors on `db` bind parameters in the client (its default), and so
+    send a statement by the simple protocol, which runs several separated by semicolons."""
+    import psycopg
+
     with db.cursor() as cursor:
-        for start in range(0, len(rows), per_statement):
-            part = rows[start : start + per_statement]
-            cursor.execute(
-                head + ", ".join([placeholders] * len(part)),
-                [value for row in part for value in row],
-            )
+        return isinstance(cursor.cursor, psycopg.ClientCursor)
 
 
 def _insert_as_is(row: Model) -> None:
@@ -183,6 +277,58 @@ def _insert_as_is(row: Model) -> None:
     auto_now do not apply), so no UPDATE has to follow. `raw` is how Django's loaddata saves a
     row as it is; no signal receiver listens to the models imported this way."""
     row.save_base(raw=True, force_insert=True)
+
+
+def _insert_without_id(
+    db: BaseDatabaseWrapper, row: Model, *, as_is: bool, defer: Statements | None = None
+) -> None:
+    """INSERT `row` as save() would, in _insert_rows' plain statement: the ORM's compiler costs
+    more than the database does for the two or three rows an imported session adds. Not for a
+    row whose generated id is needed (nothing is returned): an AutoField is left to the
+    database, any other primary key must be set. `as_is`: the values it holds, as
+    _insert_as_is (auto_now and auto_now_add do not apply); else as a create() fills them."""
+    fields = [
+        field
+        for field in row._meta.concrete_fields
+        if not getattr(field, "generated", False)
+        and not (field.primary_key and field.get_internal_type().endswith("AutoField"))
+    ]
+    values = tuple(
+        field.get_db_prep_save(
+            getattr(row, field.attname) if as_is else field.pre_save(row, add=True),
+            connection=db,
+        )
+        for field in fields
+    )
+    _insert_rows(
+        db, type(row), columns=tuple(field.column for field in fields), rows=[values], defer=defer
+    )
+
+
+def _insert_unless_there(db: BaseDatabaseWrapper, row: Model) -> Any:
+    """INSERT `row` as create() would, unless a unique constraint says it is there already
+    (ON CONFLICT DO NOTHING: no error, so no savepoint to survive one); the id the database
+    gave it, or None when it was there."""
+    meta = row._meta
+    fields = [
+        field
+        for field in meta.concrete_fields
+        if not getattr(field, "generated", False) and not field.primary_key
+    ]
+    values = [
+        field.get_db_prep_save(field.pre_save(row, add=True), connection=db) for field in fields
+    ]
+    quote = db.ops.quote_name
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} "  # noqa: S608 - names from the model's metadata
+        f"({', '.join(quote(field.column) for field in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))}) "
+        f"ON CONFLICT DO NOTHING RETURNING {quote(meta.pk.column)}"
+    )
+    with db.cursor() as cursor:
+        cursor.execute(sql, values)
+        found = cursor.fetchone()
+    return None if found is None else found[0]
 
 
 def _json_text(value: Any, *, what: str, max_bytes: int) -> str:
@@ -291,6 +437,12 @@ class ImportSink:
         self._metadata_max = _limit("METADATA_MAX_BYTES")
         self._db = connections[router.db_for_write(Message)]
         self._db_session_id: Any = None
+        # PostgreSQL through Django's client-side cursor (the simple protocol, which takes
+        # several statements at once): an item's INSERTs that return nothing (its messages, its
+        # session, its ImportedRecord) wait in `_deferred` and go in one round trip, before
+        # anything reads. Under load a round trip is a wait for the server's turn on the CPU.
+        self._batching = self._db.vendor == "postgresql" and _client_side_binding(self._db)
+        self._deferred: Statements | None = None
         # agent id -> whether its policy redacts (the tenant's for ""): looked up once per
         # import, not per message; forgotten when the import brings a policy of its own.
         self._redaction: dict[str, bool] = {}
@@ -343,25 +495,58 @@ class ImportSink:
         return None
 
     def _remember(self, *, kind: str, source_id: str, object_id: str) -> None:
-        ImportedRecord.objects.create(
-            tenant=self.tenant,
-            source=self.source,
-            kind=kind,
-            source_key=source_key(source_id),
-            object_id=object_id,
+        _insert_without_id(
+            self._db,
+            ImportedRecord(
+                tenant=self.tenant,
+                source=self.source,
+                kind=kind,
+                source_key=source_key(source_id),
+                object_id=object_id,
+            ),
+            as_is=False,
+            defer=self._deferred,
         )
+
+    def _flush(self) -> None:
+        """Run the statements the current item put off, in order, as one."""
+        if not self._deferred:
+            return
+        statements, self._deferred[:] = list(self._deferred), []
+        sql = "; ".join(statement for statement, _ in statements)
+        params = [value for _, values in statements for value in values]
+        with self._db.cursor() as cursor:
+            cursor.execute(sql, params)
 
     def _end_user(self, user_id: str) -> EndUser:
         if not user_id or len(user_id) > END_USER_ID_MAX_LENGTH or "\x00" in user_id:
             raise RecordRejected(f"user id {user_id!r} is not 1-{END_USER_ID_MAX_LENGTH} chars.")
         if user_id not in self._users:
             try:
-                self._users[user_id] = end_user_get_or_create(
-                    tenant=self.tenant, external_id=user_id
-                )
+                self._users[user_id] = self._end_user_get_or_create(user_id)
             except InvalidInput as error:
                 raise RecordRejected(str(error)) from None
         return self._users[user_id]
+
+    def _end_user_get_or_create(self, user_id: str) -> EndUser:
+        """end_user_get_or_create's person, in one statement when it is new (an import of a
+        bot's thousands of people meets each once): its lookup, savepoint, INSERT and release
+        are four round trips. Anything unusual (a person-bound tenant, an id it would refuse
+        to create) goes to end_user_get_or_create itself, which says why."""
+        if (
+            self.tenant.person is not None
+            or not end_user_id_is_storable(user_id)
+            or not end_user_id_is_writable(user_id)
+        ):
+            return end_user_get_or_create(tenant=self.tenant, external_id=user_id)
+        row = EndUser(tenant=self.tenant, external_id=user_id)
+        pk = _insert_unless_there(self._db, row)
+        if pk is None:  # there already (or a concurrent request created it first)
+            return EndUser.objects.get(tenant=self.tenant, external_id=user_id)
+        row.pk = pk
+        row._state.adding = False
+        row._state.db = self._db.alias
+        return row
 
     def _changed(self, *, kind: str, origin: Origin, change: str) -> None:
         self._changes.append(Changed(kind=kind, origin=origin, change=change))
@@ -387,11 +572,13 @@ class ImportSink:
         users_before = dict(self._users)
         self._changes = []
         self._item_embeddings = []
+        self._deferred = [] if self._batching else None
         try:
             with transaction.atomic(using=self._db.alias):
                 object_id = write()
                 if existing is None:
                     self._remember(kind=kind, source_id=source_id, object_id=str(object_id))
+                self._flush()
                 if self.dry_run:
                     raise _DryRunRollback
         except _DryRunRollback:
@@ -404,6 +591,8 @@ class ImportSink:
             self._users = users_before
             self.report.skip(kind=kind, origin=origin, reason=f"refused by the database: {error}")
             return
+        finally:
+            self._deferred = None
         self.report.changed.extend(self._changes)
         if not self.dry_run:
             self._embeddings.extend(self._item_embeddings)
@@ -556,7 +745,10 @@ class ImportSink:
             messages=item.messages,
             default_time=created_at,
             after_seq=0,
+            defer=self._deferred,
         )
+        if item.state or item.summaries:
+            self._flush()  # in order, before the ORM writes the rest
         for position, entry in enumerate(item.state, start=1):
             if not entry.key or len(entry.key) > STATE_KEY_MAX_LENGTH:
                 raise RecordRejected(f"state key {entry.key!r} is empty or too long.")
@@ -605,7 +797,7 @@ class ImportSink:
         # Imported history is not mined again: the facts of that time come with the import (or
         # not at all); only new exchanges are extracted.
         session.extracted_seq = last_seq
-        _insert_as_is(session)
+        _insert_without_id(self._db, session, as_is=True, defer=self._deferred)
         if count:
             self._item_embeddings.append(session.pk)
         return session.pk
@@ -727,12 +919,14 @@ class ImportSink:
         default_time: dt.datetime,
         after_seq: int,
         keep_seqs: bool = True,
+        defer: Statements | None = None,
     ) -> tuple[int, int, int, dict[int, int]]:
         """Insert the messages in chunks after `after_seq`; returns last seq, count, tokens,
         tokens per seq (only up to the summaries' range is needed, but seqs are few compared
         with contents). `keep_seqs`: a source's own seqs (MemoryHub's export) are kept.
 
-        Rows go in as one multi-row INSERT per chunk, built here: bulk_create's model instances
+        Rows go in as one INSERT per chunk, built here (_insert_messages: on PostgreSQL the
+        rows as one JSON parameter, elsewhere a multi-row VALUES): bulk_create's model instances
         and (on PostgreSQL) its UNNEST arrays, dumped element by element in Python, cost more
         than the database's own work for an import's hundreds of thousands of messages. The
         values are checked above as the model would (role, sizes, NUL, offsets) and the
@@ -761,7 +955,9 @@ class ImportSink:
                 last_seq = seq
                 count += 1
                 tokens += token_count
-            _insert_rows(self._db, Message, columns=_MESSAGE_COLUMNS, rows=rows)
+            if defer:
+                self._flush()  # the chunk before: one chunk held at a time, however long
+            _insert_messages(self._db, rows=rows, defer=defer)
         return last_seq, count, tokens, token_by_seq
 
     def _grow_session(self, item: ImportedSession, *, session_id: str) -> uuid.UUID:

@@ -260,6 +260,35 @@ def test_a_broken_line_rejects_its_session_only_and_says_where(rich_tenant, tmp_
     assert Session.objects.filter(tenant=fresh).count() == 2
 
 
+def test_an_integer_over_64_bits_is_kept_exactly_and_a_broken_line_named(tenant, tmp_path):
+    # A faster JSON parser (orjson) would turn this integer into a float: lines are read by
+    # the standard library, which keeps it, and names a broken line's error as the report does.
+    session_id = "00000000-0000-0000-0000-000000000001"
+    records = [
+        {"type": "header", "format": "memoryhub.export", "schema_version": 1, "tenant": "x"},
+        {"type": "session", "id": session_id, "user_id": "u1", "agent_id": "chat"},
+        {
+            "type": "message",
+            "session_id": session_id,
+            "seq": 1,
+            "role": "user",
+            "content": "hi",
+            "metadata": {"big": 2**70},
+            "created_at": "2026-01-01T00:30:00+00:00",
+        },
+    ]
+    path = tmp_path / "big.jsonl"
+    lines = [json.dumps(record) for record in records]
+    lines.insert(1, "{broken")  # before the session: a record of its own
+    path.write_text("\n".join(lines) + "\n")
+
+    report = import_from(path, tenant, "--retention", "proceed")
+
+    assert "sessions: imported 1" in report
+    assert "not JSON (Expecting property name enclosed in double quotes at column 2)" in report
+    assert Message.objects.get(session__tenant=tenant).metadata == {"big": 2**70}
+
+
 def test_a_file_that_is_not_an_export_is_refused_whole(tenant, tmp_path):
     path = tmp_path / "other.jsonl"
     path.write_text('{"type": "header", "format": "somebody-else"}\n{"type": "session"}\n')

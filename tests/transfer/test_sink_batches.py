@@ -6,12 +6,13 @@ sessions, never for a rejected one nor in a dry run."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from unittest import mock
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memoryhub.accounts.models import RedactionMode
+from memoryhub.accounts.models import EndUser, RedactionMode
 from memoryhub.transfer import sink as sink_module
 from memoryhub.transfer.runner import import_items
 from memoryhub.transfer.types import ImportedMessage, ImportedPolicy, Origin
@@ -139,3 +140,132 @@ def test_the_message_insert_names_every_column_of_the_model():
     # store NULL).
     stored = {field.name for field in Message._meta.concrete_fields} - {"id"}
     assert stored == set(sink_module._MESSAGE_FIELDS)
+
+
+def test_the_message_insert_stores_each_value_as_the_model_would(tenant):
+    # On PostgreSQL a chunk goes in as one JSON parameter: every kind of value must come out
+    # as the ORM stores it (texts whole, quotes and non-ASCII, JSON columns, times with offsets).
+    offset = dt.timezone(dt.timedelta(hours=-5, minutes=-30))
+    calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]
+    messages = [
+        ImportedMessage(
+            role="user",
+            content='say "hi" \\ to Zoë 👋\nand 100%s',
+            created_at=dt.datetime(2025, 3, 1, 9, 30, 15, 123456, tzinfo=offset),
+            name="n" * 200,
+            metadata={"lang": "fr", "nested": {"list": [1, 2.5, None, True]}},
+            token_count=7,
+        ),
+        ImportedMessage(
+            role="assistant",
+            content="",
+            tool_calls=calls,
+            tool_call_id="t" * 300,
+            created_at=None,
+        ),
+        ImportedMessage(role="tool", content="x" * 3000, tool_call_id="c1", created_at=T0),
+    ]
+    item = dataclasses.replace(a_session("values", summaries=[]), messages=messages)
+
+    report = import_items(tenant=tenant, source="test", items=[item])
+
+    assert dict(report.imported) == {"sessions": 1}, report.skipped
+    rows = list(
+        Message.objects.filter(session__external_key="tg:values")
+        .order_by("seq")
+        .values_list(
+            "seq", "role", "content", "name", "tool_call_id", "tool_calls", "metadata", "created_at"
+        )
+    )
+    assert rows == [
+        (
+            1,
+            "user",
+            'say "hi" \\ to Zoë 👋\nand 100%s',
+            "n" * 128,
+            "",
+            None,
+            {"lang": "fr", "nested": {"list": [1, 2.5, None, True]}},
+            dt.datetime(2025, 3, 1, 15, 0, 15, 123456, tzinfo=dt.UTC),
+        ),
+        (2, "assistant", "", "", "t" * 128, calls, {}, T0),  # the session's time
+        (3, "tool", "x" * 3000, "", "c1", None, {}, T0),
+    ]
+    assert Message.objects.get(seq=1, session__external_key="tg:values").token_count == 7
+
+
+def test_a_message_the_database_refuses_rejects_its_session_only(tenant):
+    item = dataclasses.replace(
+        a_session("bad", summaries=[]),
+        messages=[ImportedMessage(role="user", content="hi", token_count=-1)],  # a CHECK fails
+    )
+
+    report = import_items(tenant=tenant, source="test", items=[item, a_session("good")])
+
+    assert dict(report.imported) == {"sessions": 1}
+    assert [(s.kind, s.origin) for s in report.skipped] == [("sessions", item.origin)]
+    assert list(Session.objects.values_list("external_key", flat=True)) == ["tg:good"]
+
+
+def test_a_chunk_over_the_statement_size_goes_in_several_statements_whole(tenant):
+    # On PostgreSQL one statement takes contents up to MESSAGE_JSON_CHARS: a chunk of larger
+    # texts is split, every message still stored once, in order.
+    with mock.patch.object(sink_module, "MESSAGE_JSON_CHARS", 20):
+        report = import_items(tenant=tenant, source="test", items=[a_session("big", messages=7)])
+
+    assert dict(report.imported) == {"sessions": 1}
+    stored = Message.objects.filter(session__external_key="tg:big").order_by("seq")
+    assert list(stored.values_list("seq", "content")) == [(i + 1, f"hello {i}") for i in range(7)]
+
+
+def test_people_are_found_or_created_once_as_end_user_get_or_create_would(tenant, other_tenant):
+    known = EndUser.objects.create(tenant=tenant, external_id="known", display_name="Ana")
+    old_style = EndUser.objects.create(tenant=tenant, external_id="tab\tid")  # stored before
+    EndUser.objects.create(tenant=other_tenant, external_id="new")  # another tenant's
+    items = [
+        a_session("s1", user_id="known"),
+        a_session("s2", user_id="new"),
+        a_session("s3", user_id="tab\tid"),
+        a_session("s4", user_id="line\nbreak"),  # a new id with a control character
+    ]
+
+    with CaptureQueriesContext(connection) as queries:
+        report = import_items(tenant=tenant, source="test", items=items)
+
+    assert dict(report.imported) == {"sessions": 3}
+    assert [s.reason for s in report.skipped] == [
+        "Must not contain control characters (newlines, tabs…)."
+    ]
+    owners = dict(Session.objects.values_list("external_key", "end_user_id"))
+    created = EndUser.objects.get(tenant=tenant, external_id="new")
+    assert owners == {"tg:s1": known.pk, "tg:s2": created.pk, "tg:s3": old_style.pk}
+    assert (created.display_name, created.metadata, created.created_at is not None) == (
+        "",
+        {},
+        True,
+    )
+    assert EndUser.objects.filter(tenant=tenant).count() == 3
+    # The new person in one statement: no lookup before it.
+    new_person = [q["sql"] for q in queries.captured_queries if "'new'" in q["sql"]]
+    assert [sql.split(" ", 1)[0] for sql in new_person] == ["INSERT"], new_person
+
+
+def test_on_postgresql_a_sessions_inserts_go_in_one_round_trip(tenant):
+    item = a_session("one", summaries=[], state=[])
+
+    with CaptureQueriesContext(connection) as queries:
+        report = import_items(tenant=tenant, source="test", items=[item])
+
+    assert dict(report.imported) == {"sessions": 1}
+    inserts = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("INSERT") and "accounts_enduser" not in q["sql"]
+    ]
+    tables = ["sessions_app_message", "sessions_app_session", "transfer_importedrecord"]
+    if connection.vendor == "postgresql":  # several statements in one (the simple protocol)
+        assert len(inserts) == 1
+        assert [table in inserts[0] for table in tables] == [True, True, True]
+    else:
+        assert [next(t for t in tables if f'"{t}"' in sql) for sql in inserts] == tables
+    assert Message.objects.filter(session__external_key="tg:one").count() == 3

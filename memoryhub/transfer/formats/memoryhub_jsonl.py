@@ -276,17 +276,7 @@ def _session_item(
             try:
                 if isinstance(message, Unreadable):
                     raise message
-                yield ImportedMessage(
-                    role=_get(message, "role", str),
-                    content=_get(message, "content", str, ""),
-                    created_at=_time(message.get("created_at"), field="created_at"),
-                    name=_get(message, "name", str, ""),
-                    tool_call_id=_get(message, "tool_call_id", str, ""),
-                    tool_calls=_get(message, "tool_calls", list, None),
-                    metadata=_get(message, "metadata", dict, {}),
-                    seq=_get(message, "seq", int),
-                    token_count=_get(message, "token_count", int, None),
-                )
+                yield _message(message)
             except Unreadable as error:
                 raise RecordRejected(f"line {message_origin.line}: {error}") from None
 
@@ -305,6 +295,51 @@ def _session_item(
         summaries=summaries,
         messages=messages(),
         exported_id=session_id,
+    )
+
+
+def _message(message: dict[str, Any]) -> ImportedMessage:
+    """A message record as the sink takes it. Most of an import's records are messages: the
+    usual shape (every field of its type or absent) is checked in one expression, and anything
+    else goes the field-by-field way of the other records, which names what is wrong."""
+    get = message.get
+    role, content, name = get("role"), get("content"), get("name")
+    tool_call_id, tool_calls, metadata = get("tool_call_id"), get("tool_calls"), get("metadata")
+    seq, token_count, created_at = get("seq"), get("token_count"), get("created_at")
+    if (
+        type(role) is str
+        and (content is None or type(content) is str)
+        and (name is None or type(name) is str)
+        and (tool_call_id is None or type(tool_call_id) is str)
+        and (tool_calls is None or type(tool_calls) is list)
+        and (metadata is None or type(metadata) is dict)
+        and type(seq) is int
+        and (token_count is None or type(token_count) is int)
+        and (created_at is None or type(created_at) is str)
+    ):
+        return ImportedMessage(
+            role=role,
+            content="" if content is None else content,
+            created_at=None
+            if created_at is None
+            else required_time(text=created_at, what="created_at"),
+            name="" if name is None else name,
+            tool_call_id="" if tool_call_id is None else tool_call_id,
+            tool_calls=tool_calls,
+            metadata={} if metadata is None else metadata,
+            seq=seq,
+            token_count=token_count,
+        )
+    return ImportedMessage(
+        role=_get(message, "role", str),
+        content=_get(message, "content", str, ""),
+        created_at=_time(message.get("created_at"), field="created_at"),
+        name=_get(message, "name", str, ""),
+        tool_call_id=_get(message, "tool_call_id", str, ""),
+        tool_calls=_get(message, "tool_calls", list, None),
+        metadata=_get(message, "metadata", dict, {}),
+        seq=_get(message, "seq", int),
+        token_count=_get(message, "token_count", int, None),
     )
 
 
