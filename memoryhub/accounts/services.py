@@ -10,7 +10,7 @@ from typing import Any
 
 from django.apps import apps
 from django.core.cache import cache
-from django.db import IntegrityError, models, router, transaction
+from django.db import IntegrityError, connections, models, router, transaction
 from django.db.models.deletion import Collector
 from django.utils import timezone
 
@@ -64,11 +64,15 @@ def tenant_create(*, slug: str, name: str = "") -> Tenant:
     return Tenant.objects.create(slug=slug, name=name or slug)
 
 
-def end_user_get_or_create(*, tenant: Tenant, external_id: str) -> EndUser:
+def end_user_get_or_create(
+    *, tenant: Tenant, external_id: str, probably_new: bool = False
+) -> EndUser:
     """Safe under concurrency: two requests naming a new user at once both get the same row.
 
     A tenant bound to one person (a person-bound token) gets that person or ResourceNotFound:
-    it never creates, nor finds, anyone else."""
+    it never creates, nor finds, anyone else. `probably_new` (an import, meeting a bot's
+    thousands of people once each) tries the INSERT first: one statement for a new person,
+    where the lookup, a savepoint, the INSERT and its release are four round trips."""
     if tenant.person is not None:
         if external_id != tenant.person.end_user.external_id:
             raise ResourceNotFound("No such user.")
@@ -78,6 +82,12 @@ def end_user_get_or_create(*, tenant: Tenant, external_id: str) -> EndUser:
             field="user_id",
             message=f"Must be 1-{END_USER_ID_MAX_LENGTH} characters without NUL.",
         )
+    if probably_new and end_user_id_is_writable(external_id):
+        created = _end_user_insert_unless_there(tenant=tenant, external_id=external_id)
+        if created is not None:
+            return created
+        # There already, or a concurrent request created the same person first: theirs is ours.
+        return EndUser.objects.get(tenant=tenant, external_id=external_id)
     existing = EndUser.objects.filter(tenant=tenant, external_id=external_id).first()
     if existing is not None:
         return existing
@@ -93,6 +103,39 @@ def end_user_get_or_create(*, tenant: Tenant, external_id: str) -> EndUser:
     except IntegrityError:
         # A concurrent request created the same person first: theirs is ours.
         return EndUser.objects.get(tenant=tenant, external_id=external_id)
+
+
+def _end_user_insert_unless_there(*, tenant: Tenant, external_id: str) -> EndUser | None:
+    """INSERT the person as create() would, unless the (tenant, external_id) constraint says
+    they are there already (ON CONFLICT DO NOTHING: no error, so no savepoint to survive one);
+    the new row, or None when they were there."""
+    row = EndUser(tenant=tenant, external_id=external_id)
+    db = connections[router.db_for_write(EndUser)]
+    meta = EndUser._meta
+    fields = [
+        field
+        for field in meta.concrete_fields
+        if not getattr(field, "generated", False) and not field.primary_key
+    ]
+    values = [
+        field.get_db_prep_save(field.pre_save(row, add=True), connection=db) for field in fields
+    ]
+    quote = db.ops.quote_name
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} "  # noqa: S608 - names from the model's metadata
+        f"({', '.join(quote(field.column) for field in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))}) "
+        f"ON CONFLICT DO NOTHING RETURNING {quote(meta.pk.column)}"
+    )
+    with db.cursor() as cursor:
+        cursor.execute(sql, values)
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    row.pk = found[0]
+    row._state.adding = False
+    row._state.db = db.alias
+    return row
 
 
 def end_user_hold(*, end_user_id: int) -> None:

@@ -54,8 +54,6 @@ from memoryhub.accounts.models import (
     EndUser,
     MemoryPolicy,
     Tenant,
-    end_user_id_is_storable,
-    end_user_id_is_writable,
 )
 from memoryhub.accounts.redaction import (
     redact_for_write,
@@ -305,32 +303,6 @@ def _insert_without_id(
     )
 
 
-def _insert_unless_there(db: BaseDatabaseWrapper, row: Model) -> Any:
-    """INSERT `row` as create() would, unless a unique constraint says it is there already
-    (ON CONFLICT DO NOTHING: no error, so no savepoint to survive one); the id the database
-    gave it, or None when it was there."""
-    meta = row._meta
-    fields = [
-        field
-        for field in meta.concrete_fields
-        if not getattr(field, "generated", False) and not field.primary_key
-    ]
-    values = [
-        field.get_db_prep_save(field.pre_save(row, add=True), connection=db) for field in fields
-    ]
-    quote = db.ops.quote_name
-    sql = (
-        f"INSERT INTO {quote(meta.db_table)} "  # noqa: S608 - names from the model's metadata
-        f"({', '.join(quote(field.column) for field in fields)}) "
-        f"VALUES ({', '.join(['%s'] * len(fields))}) "
-        f"ON CONFLICT DO NOTHING RETURNING {quote(meta.pk.column)}"
-    )
-    with db.cursor() as cursor:
-        cursor.execute(sql, values)
-        found = cursor.fetchone()
-    return None if found is None else found[0]
-
-
 def _json_text(value: Any, *, what: str, max_bytes: int) -> str:
     """`value` as JSON text (how a JSON column takes it on both backends), checked as
     _json_size checks it."""
@@ -523,30 +495,12 @@ class ImportSink:
             raise RecordRejected(f"user id {user_id!r} is not 1-{END_USER_ID_MAX_LENGTH} chars.")
         if user_id not in self._users:
             try:
-                self._users[user_id] = self._end_user_get_or_create(user_id)
+                self._users[user_id] = end_user_get_or_create(
+                    tenant=self.tenant, external_id=user_id, probably_new=True
+                )
             except InvalidInput as error:
                 raise RecordRejected(str(error)) from None
         return self._users[user_id]
-
-    def _end_user_get_or_create(self, user_id: str) -> EndUser:
-        """end_user_get_or_create's person, in one statement when it is new (an import of a
-        bot's thousands of people meets each once): its lookup, savepoint, INSERT and release
-        are four round trips. Anything unusual (a person-bound tenant, an id it would refuse
-        to create) goes to end_user_get_or_create itself, which says why."""
-        if (
-            self.tenant.person is not None
-            or not end_user_id_is_storable(user_id)
-            or not end_user_id_is_writable(user_id)
-        ):
-            return end_user_get_or_create(tenant=self.tenant, external_id=user_id)
-        row = EndUser(tenant=self.tenant, external_id=user_id)
-        pk = _insert_unless_there(self._db, row)
-        if pk is None:  # there already (or a concurrent request created it first)
-            return EndUser.objects.get(tenant=self.tenant, external_id=user_id)
-        row.pk = pk
-        row._state.adding = False
-        row._state.db = self._db.alias
-        return row
 
     def _changed(self, *, kind: str, origin: Origin, change: str) -> None:
         self._changes.append(Changed(kind=kind, origin=origin, change=change))
