@@ -3,10 +3,10 @@
 An append sets `Session.embedding_requested_at` in the same UPDATE that claims its seqs (no
 extra query) and, when it was the one to set it, has `embed_session_messages` enqueued after
 commit: by the worker, from a batch of the web process's requests
-(embedding_enqueue_after_append). The task embeds every message of the session that has no
-vector of the current model (so a model change re-embeds), in batches, then clears the request;
-the beat sweep takes over a request whose task was lost. Idempotent: a vector is keyed by its
-message, so a redelivered task rewrites the same rows.
+(embedding_enqueue_after_append, sessions_app.pending). The task embeds every message of the
+session that has no vector of the current model (so a model change re-embeds), in batches,
+then clears the request; the beat sweep takes over a request whose task was lost. Idempotent:
+a vector is keyed by its message, so a redelivered task rewrites the same rows.
 """
 
 from __future__ import annotations
@@ -23,11 +23,10 @@ from django.utils import timezone
 
 from memoryhub.accounts.models import EndUser
 from memoryhub.core.after_response import after_response
-from memoryhub.core.coalesce import Coalescer
 from memoryhub.core.locks import rows_hold
 from memoryhub.llm.embeddings import Embedder, get_embedder, vector_to_bytes
 from sessions_app.models import Message, MessageVector, Session
-from sessions_app.pending import pending_claim, pending_finish
+from sessions_app.pending import pending_claim, pending_enqueue_after_append, pending_finish
 from sessions_app.pgvector import embeddings_store, pgvector_enabled
 from sessions_app.recall import passage_text, speaker_of
 
@@ -61,22 +60,14 @@ def embedding_request(*, session_id: uuid.UUID, stale_before: dt.datetime | None
 
 
 def embedding_enqueue_after_append(*, session_id: uuid.UUID) -> None:
-    """The enqueue of an append that requested its session's embedding, after commit.
-
-    In a web process the publish is not the append's to pay: the request is gathered with
-    the other appends' (APPEND_REQUESTS), and the process publishes one
-    `embed_appended_sessions` task per APPEND_GATHER_SECONDS for all of them, from a thread of
-    its own; the worker enqueues each session's task. Measured (`make bench`, recall part): the
-    publish per append was ~0.5 ms of the web process's CPU, a sixth of an append's. Lost
-    requests (the process killed meanwhile, the broker down) stay set in the database, and the
-    sweep takes them over once stale. Eager tasks (tests) run at once, as before.
-    """
-    from sessions_app.tasks import embed_session_messages  # the task module imports this one
-
-    if embed_session_messages.app.conf.task_always_eager:
-        after_response(lambda: embedding_enqueue(session_id=session_id))
-        return
-    APPEND_REQUESTS.add(str(session_id))
+    """The enqueue of an append that requested its session's embedding, after commit: gathered
+    with the process's other appends' requests, as their summaries' and extractions' are
+    (sessions_app.pending.pending_enqueue_after_append)."""
+    pending_enqueue_after_append(
+        session_id=session_id,
+        field="embedding_requested_at",
+        enqueue=lambda: embedding_enqueue(session_id=session_id),
+    )
 
 
 def embedding_request_sessions(*, session_ids: list[uuid.UUID]) -> int:
@@ -113,12 +104,6 @@ def _appended_sessions_publish(session_ids: list[str]) -> None:
     from sessions_app.tasks import embed_appended_sessions
 
     embed_appended_sessions.apply_async((session_ids,))
-
-
-APPEND_GATHER_SECONDS = 0.5
-APPEND_REQUESTS = Coalescer(
-    name="embedding-requests", flush=_appended_sessions_publish, window=APPEND_GATHER_SECONDS
-)
 
 
 def embedding_enqueue(*, session_id: uuid.UUID) -> None:

@@ -57,17 +57,23 @@ def extraction_enabled(*, policy: MemoryPolicy) -> bool:
     return policy.memory_enabled and policy.extraction_enabled and get_llm_client() is not None
 
 
-def extraction_request(*, session_id: uuid.UUID, stale_before: dt.datetime | None = None) -> bool:
+def extraction_request(
+    *,
+    session_id: uuid.UUID,
+    stale_before: dt.datetime | None = None,
+    from_append: bool = False,
+) -> bool:
     """Request an extraction run for the session unless one is pending; enqueued after commit."""
     return pending_claim(
         session_id=session_id,
         field="extraction_requested_at",
-        enqueue=lambda: _enqueue(session_id=session_id),
+        enqueue=lambda: extraction_enqueue(session_id=session_id),
         stale_before=stale_before,
+        from_append=from_append,
     )
 
 
-def _enqueue(*, session_id: uuid.UUID) -> None:
+def extraction_enqueue(*, session_id: uuid.UUID) -> None:
     from sessions_app.tasks import extract_session_facts  # the task module imports this one
 
     extract_session_facts.delay(str(session_id))

@@ -293,7 +293,7 @@ def message_append_batch(
         ):
             # The only extra queries an append makes, once per summary or extraction: the
             # thresholds are known from the counters RETURNING handed back.
-            summary_request(session_id=session_id)
+            summary_request(session_id=session_id, from_append=True)
         if claim.embedding_requested:
             transaction.on_commit(
                 lambda: embedding_enqueue_after_append(session_id=session_id), robust=True
@@ -304,7 +304,7 @@ def message_append_batch(
             and any(item.role == MessageRole.ASSISTANT for item in counted)
             and extraction_enabled(policy=policy)
         ):
-            extraction_request(session_id=session_id)
+            extraction_request(session_id=session_id, from_append=True)
         return Message.objects.bulk_create(
             [
                 Message(

@@ -95,18 +95,24 @@ def _policy(*, session: Session) -> MemoryPolicy:
     return memory_policy_for(tenant_id=session.tenant_id, agent_id=session.agent_id)
 
 
-def summary_request(*, session_id: uuid.UUID, stale_before: dt.datetime | None = None) -> bool:
+def summary_request(
+    *,
+    session_id: uuid.UUID,
+    stale_before: dt.datetime | None = None,
+    from_append: bool = False,
+) -> bool:
     """Mark a summarization as requested unless one already is, and enqueue it after commit
     (sessions_app.pending: one pending task per session)."""
     return pending_claim(
         session_id=session_id,
         field="summary_requested_at",
-        enqueue=lambda: _enqueue(session_id=session_id),
+        enqueue=lambda: summary_enqueue(session_id=session_id),
         stale_before=stale_before,
+        from_append=from_append,
     )
 
 
-def _enqueue(*, session_id: uuid.UUID) -> None:
+def summary_enqueue(*, session_id: uuid.UUID) -> None:
     from sessions_app.tasks import summarize_session  # the task module imports this one
 
     summarize_session.delay(str(session_id))

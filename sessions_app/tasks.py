@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from celery import Task, shared_task
@@ -137,10 +138,11 @@ def embed_session_messages(self: Task, session_id: str) -> int | None:
 @shared_task(acks_late=True, ignore_result=True)
 @system_task
 def embed_appended_sessions(session_ids: list[str]) -> int:
-    """Enqueue `embed_session_messages` for each session a web process's appends requested
-    since its last batch (sessions_app.embedding.embedding_enqueue_after_append): the publishes
-    are the worker's, not the request's. Returns how many were enqueued. Run twice, it enqueues
-    twice, and each session's task is idempotent."""
+    """Enqueue `embed_session_messages` for each session: an import's requests
+    (sessions_app.embedding.embedding_request_sessions), and the appends' of a web process
+    before their requests went out as `enqueue_appended_requests` (such messages may still be
+    queued). Returns how many were enqueued. Run twice, it enqueues twice, and each session's
+    task is idempotent."""
     enqueued = 0
     for raw in session_ids:
         try:
@@ -149,6 +151,42 @@ def embed_appended_sessions(session_ids: list[str]) -> int:
             logger.warning("embed_appended_sessions: not a session id: %r", raw)
             continue
         embedding.embedding_enqueue(session_id=session_id)
+        enqueued += 1
+    return enqueued
+
+
+def append_enqueues() -> dict[str, Callable[..., None]]:
+    """What publishes the task of each kind an append's gathered request names
+    (sessions_app.pending.APPEND_KINDS); read from the modules when called, so a test's
+    replacement counts."""
+    return {
+        "summary": summaries.summary_enqueue,
+        "extraction": extraction.extraction_enqueue,
+        "embedding": embedding.embedding_enqueue,
+    }
+
+
+@shared_task(acks_late=True, ignore_result=True)
+@system_task
+def enqueue_appended_requests(keys: list[str]) -> int:
+    """Enqueue each request a web process's appends made since its last batch ("summary:<id>",
+    "extraction:<id>", "embedding:<id>"; sessions_app.pending.pending_enqueue_after_append): the
+    publishes are the worker's, not the request's. Returns how many were enqueued; a key of no
+    known kind or session id is logged and skipped. Run twice, it enqueues twice, and each
+    task it enqueues is idempotent."""
+    enqueues = append_enqueues()
+    enqueued = 0
+    for raw in keys:
+        kind, _, value = str(raw).partition(":")
+        enqueue = enqueues.get(kind)
+        try:
+            session_id = uuid.UUID(value)
+        except ValueError:
+            enqueue = None
+        if enqueue is None:
+            logger.warning("enqueue_appended_requests: not a request: %r", raw)
+            continue
+        enqueue(session_id=session_id)
         enqueued += 1
     return enqueued
 

@@ -5,6 +5,7 @@ alternating rounds; then one append of each in-process."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,6 @@ from bench.harness import (
     Gunicorn,
     Setup,
     broker_description,
-    broker_queue_size,
     pg_connect,
     policy_tenant_key,
 )
@@ -48,12 +48,17 @@ LLM_ROUNDS = ("off", "on") * 3
 class RequestReset:
     """What a finished summary or extraction task does to its request (pending_finish): clear
     `summary_requested_at` and `extraction_requested_at`, so the next append requests again.
-    One psycopg connection per client, opened on first use (in the client's thread)."""
+    One psycopg connection per client, opened on first use (in the client's thread). Counts the
+    requests it found set (`requested`, per kind): the ones the appends made."""
 
     SQL = (
-        "UPDATE sessions_app_session SET summary_requested_at = NULL, "
-        "extraction_requested_at = NULL WHERE id = %s"
+        "UPDATE sessions_app_session AS s SET summary_requested_at = NULL, "
+        "extraction_requested_at = NULL FROM (SELECT id, summary_requested_at IS NOT NULL, "
+        "extraction_requested_at IS NOT NULL FROM sessions_app_session WHERE id = %s) "
+        "AS old (id, summary, extraction) WHERE s.id = old.id "
+        "RETURNING old.summary, old.extraction"
     )
+    KINDS: tuple[str, ...] = ("summary", "extraction")
 
     def __init__(self, database_url: str, session_id: str, every: int) -> None:
         self.database_url = database_url
@@ -61,6 +66,7 @@ class RequestReset:
         self.every = every  # reset after every `every`-th append
         self.appends = 0
         self.conn: Any = None
+        self.requested = dict.fromkeys(self.KINDS, 0)
 
     def __call__(self) -> None:
 
@@ -69,18 +75,68 @@ class RequestReset:
             return
         if self.conn is None:
             self.conn = pg_connect(self.database_url, autocommit=True)
-        self.conn.execute(self.SQL, (self.session_id,))
+        cursor = self.conn.execute(self.SQL, (self.session_id,))
+        row = cursor.fetchone() if cursor.description else None
+        for kind, was_set in zip(self.KINDS, row or (), strict=False):
+            self.requested[kind] += bool(was_set)
 
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
 
 
+# What a web process publishes for its appends' requests (summary, extraction, embedding): one
+# batch task per gathering window (sessions_app.pending.APPEND_GATHER_SECONDS) whose keys name
+# each request ("summary:<session id>"), not a task per request.
+BATCH_TASK = "sessions_app.tasks.enqueue_appended_requests"
+SESSION_TASKS = {
+    "summary": "sessions_app.tasks.summarize_session",
+    "extraction": "sessions_app.tasks.extract_session_facts",
+}
+
+
+def queued_tasks() -> list[tuple[str, list[Any]]]:
+    """Take every task waiting in the bench broker's queue (nothing else consumes it): each
+    task's name and positional arguments."""
+    from bench.harness import CELERY_QUEUE
+    from memoryhub.celery import app
+
+    taken: list[tuple[str, list[Any]]] = []
+    with app.connection_for_write() as conn:
+        queue = conn.SimpleQueue(CELERY_QUEUE, no_ack=True)
+        try:
+            while True:
+                try:
+                    message = queue.get_nowait()
+                except queue.Empty:
+                    return taken
+                args = message.payload[0] if isinstance(message.payload, list) else []
+                taken.append((str(message.headers.get("task", "")), list(args)))
+        finally:
+            queue.close()
+
+
+def gathered(tasks: list[tuple[str, list[Any]]], kind: str) -> list[str]:
+    """The session ids of the `kind` requests the batch tasks among `tasks` carry."""
+    prefix = f"{kind}:"
+    return [
+        str(key)[len(prefix) :]
+        for name, args in tasks
+        if name == BATCH_TASK and args
+        for key in args[0]
+        if str(key).startswith(prefix)
+    ]
+
+
 @dataclass
 class LlmMode(AppendResult):
     """One mode's rounds pooled."""
 
-    enqueued: int  # tasks the broker's queue grew by
+    enqueued: int  # tasks the broker's queue grew by (batch tasks, and any other)
+    requested: int  # summary and extraction requests the appends set (seen by RequestReset)
+    carried: int  # summary and extraction requests in the batch tasks (one a session a window)
+    batches: int  # batch tasks carrying at least one of them
+    direct: int  # summary or extraction tasks the web processes published themselves
 
 
 @dataclass
@@ -118,6 +174,13 @@ LLM_APPEND_PHASES: list[Phase] = [
         "extraction_request",
         "max",
     ),
+    (
+        3,
+        "request gathered for the worker (Coalescer.add)",
+        "memoryhub/core/coalesce.py",
+        "add",
+        "max",
+    ),
     (3, "Celery enqueue after commit (Task.delay)", "celery/app/task.py", "delay", "max"),
     (4, "of which the broker's publish", "kombu/messaging.py", "_publish", "max"),
 ]
@@ -152,6 +215,7 @@ def run(setup: Setup) -> LlmResult:
     alternated over LLM_ROUNDS; every append's request columns are reset after it, as a
     finished task would, so that with the policy on every append requests a summary and every
     assistant reply an extraction."""
+    from sessions_app.pending import APPEND_GATHER_SECONDS
     from tests.fakes.openai_server import FakeOpenAIServer  # stdlib only
 
     config = setup.config
@@ -168,9 +232,13 @@ def run(setup: Setup) -> LlmResult:
         threads=config.threads,
     )
     per_mode: dict[str, list[ClientsOutcome]] = {"off": [], "on": []}
-    enqueued = {"off": 0, "on": 0}
+    counts = {
+        mode: dict.fromkeys(("enqueued", "requested", "carried", "batches", "direct"), 0)
+        for mode in ("off", "on")
+    }
     per_round = max(1, config.appends // LLM_ROUNDS.count("on"))
     expected = 0
+    missing = 0  # rounds whose sessions' requests were not all in the batch tasks
     try:
         server.start()
         say(
@@ -193,7 +261,7 @@ def run(setup: Setup) -> LlmResult:
                 RequestReset(config.database_url, value, config.llm_reset_every)
                 for value in sessions[mode]
             ]
-            queued_before = broker_queue_size()
+            queued_tasks()  # the previous round's tasks: this round counts its own
             try:
                 outcome = run_clients(
                     [
@@ -216,8 +284,31 @@ def run(setup: Setup) -> LlmResult:
             finally:
                 for reset in resets:
                     reset.close()
-            grew = broker_queue_size() - queued_before
-            enqueued[mode] += grew
+            # A web process publishes what its appends requested a moment after the last one.
+            time.sleep(APPEND_GATHER_SECONDS + 0.5)
+            tasks = queued_tasks()
+            kinds = {kind: gathered(tasks, kind) for kind in SESSION_TASKS}
+            requested = sum(sum(reset.requested.values()) for reset in resets)
+            carried = sum(len(ids) for ids in kinds.values())
+            batches = sum(
+                1
+                for name, args in tasks
+                if name == BATCH_TASK
+                and args
+                and any(str(key).split(":")[0] in SESSION_TASKS for key in args[0])
+            )
+            direct = sum(1 for name, _ in tasks if name in SESSION_TASKS.values())
+            for key, value in (
+                ("enqueued", len(tasks)),
+                ("requested", requested),
+                ("carried", carried),
+                ("batches", batches),
+                ("direct", direct),
+            ):
+                counts[mode][key] += value
+            if mode == "on" and not all(set(sessions[mode]) <= set(ids) for ids in kinds.values()):
+                missing += 1
+                say(f"WARNING: round {round_number}: a session's request was not in a batch task")
             per_mode[mode].append(outcome)
             appended[mode] += warmup + per_round
             if mode == "on" and config.llm_reset_every == 1:
@@ -229,7 +320,7 @@ def run(setup: Setup) -> LlmResult:
                 f"round {round_number} {mode:>3}  {done.appends} appends in "
                 f"{done.seconds:5.2f} s = {done.rate:7.1f}/s   p50 "
                 f"{done.latency.p50_ms:6.2f} ms   p99 {done.latency.p99_ms:6.2f} ms   "
-                f"queue +{grew}"
+                f"requests {requested}, queue +{len(tasks)} ({carried} in {batches} batch tasks)"
             )
         for mode, ids in sessions.items():
             check_gapless(config.database_url, ids, appended[mode])
@@ -240,7 +331,7 @@ def run(setup: Setup) -> LlmResult:
         server.stop()
         fake.stop()
     modes = {
-        mode: LlmMode(**vars(append_result(*outcomes)), enqueued=enqueued[mode])
+        mode: LlmMode(**vars(append_result(*outcomes)), **counts[mode])
         for mode, outcomes in per_mode.items()
     }
     off, on = modes["off"], modes["on"]
@@ -252,13 +343,27 @@ def run(setup: Setup) -> LlmResult:
         else f"requests reset every {config.llm_reset_every} appends"
     )
     say(
-        f"check: the queue grew by {off.enqueued} tasks with the policy off and {on.enqueued} "
-        f"with it on ({on.enqueued / (appended['on'] * config.clients):.2f} per append; {what}); "
-        f"the fake LLM "
-        f"got {len(fake.requests)} requests; every session holds seqs 1..N without gaps"
+        f"check: the appends set {off.requested} summary/extraction requests with the policy off "
+        f"and {on.requested} with it on ({on.requested / (appended['on'] * config.clients):.2f} "
+        f"per append; {what}); the web processes published {off.direct + on.direct} summary or "
+        f"extraction tasks themselves and {off.batches + on.batches} batch tasks carrying "
+        f"{off.carried + on.carried} of the requests (a session's requests of one "
+        f"{APPEND_GATHER_SECONDS} s window go as one key), every round's sessions in them unless "
+        f"a WARNING says otherwise; the queue got {off.enqueued} tasks off, {on.enqueued} on "
+        "(the embedding's batches included); "
+        f"the fake LLM got {len(fake.requests)} requests; every session holds seqs 1..N without "
+        "gaps"
     )
-    if off.enqueued != 0 or (config.llm_reset_every == 1 and on.enqueued != expected):
-        say("WARNING: the enqueued tasks are not what the policies should give")
+    if (
+        off.requested
+        or off.carried
+        or off.direct
+        or on.direct
+        or missing
+        or (config.llm_reset_every == 1 and on.requested != expected)
+        or not 0 < on.carried <= on.requested
+    ):
+        say("WARNING: the requests and tasks are not what the policies should give")
     result = LlmResult(
         off=off,
         on=on,

@@ -1,6 +1,7 @@
 """How an append's embedding request reaches a worker: the web process gathers its appends'
-requests and publishes one task for them (never a task per append on the request's thread);
-that task enqueues each session's embedding; a request lost on the way (the broker down) stays
+requests (with their summary and extraction requests: test_append_requests) and publishes one
+task for them (never a task per append on the request's thread); that task enqueues each
+session's embedding; a request lost on the way (the broker down) stays
 set, and the sweep takes it over. With a real worker, the appended turns get their vectors."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from memoryhub.accounts.models import Tenant
 from memoryhub.accounts.services import api_key_create
 from memoryhub.celery import app
 from memoryhub.core.coalesce import Coalescer
-from sessions_app import embedding, tasks
+from sessions_app import embedding, pending, tasks
 from sessions_app.models import MessageVector, Session
 from tests.helpers import client_for
 from tests.sessions_app.workers import CeleryWorker, wait_until
@@ -37,7 +38,7 @@ def gathered(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The web process's batches, kept instead of published (a window no test waits out)."""
     batches: list[list[str]] = []
     monkeypatch.setattr(
-        embedding, "APPEND_REQUESTS", Coalescer(name="test", flush=batches.append, window=3600)
+        pending, "APPEND_REQUESTS", Coalescer(name="test", flush=batches.append, window=3600)
     )
     return batches
 
@@ -61,9 +62,9 @@ def test_appends_requests_go_out_in_one_task_for_all_sessions(
     ids = appended_sessions(tenant, 3)
 
     assert gathered == []  # nothing published on the requests' thread
-    embedding.APPEND_REQUESTS.flush_now()
+    pending.APPEND_REQUESTS.flush_now()
 
-    assert gathered == [sorted(ids)]
+    assert gathered == [sorted(f"embedding:{value}" for value in ids)]
     assert Session.objects.filter(embedding_requested_at__isnull=False).count() == 3
 
 
@@ -71,12 +72,29 @@ def test_the_batch_task_enqueues_each_sessions_embedding(
     tenant: Tenant, enqueue_for_real: None, gathered: list[list[str]]
 ) -> None:
     ids = appended_sessions(tenant, 2)
-    embedding.APPEND_REQUESTS.flush_now()
+    pending.APPEND_REQUESTS.flush_now()
     app.conf.task_always_eager = True  # the worker, here: the enqueued tasks run at once
 
     # An earlier in-process worker leaves Celery's "inside a task" flag set; an eager result
     # never blocks, so the guard does not apply.
-    enqueued = tasks.embed_appended_sessions.apply(args=(gathered[0] + ["not-a-uuid"],)).get(
+    enqueued = tasks.enqueue_appended_requests.apply(
+        args=(gathered[0] + ["embedding:not-a-uuid"],)
+    ).get(disable_sync_subtasks=False)
+
+    assert enqueued == 2
+    assert MessageVector.objects.filter(tenant=tenant).count() == 4
+    assert not Session.objects.filter(pk__in=ids, embedding_requested_at__isnull=False).exists()
+
+
+def test_a_batch_of_the_sessions_only_task_still_enqueues_each_sessions_embedding(
+    tenant: Tenant, enqueue_for_real: None, gathered: list[list[str]]
+) -> None:
+    """`embed_appended_sessions`: what an import publishes, and what appends published before
+    their requests were gathered with the other kinds' (such messages may still be queued)."""
+    ids = appended_sessions(tenant, 2)
+    app.conf.task_always_eager = True
+
+    enqueued = tasks.embed_appended_sessions.apply(args=([*ids, "not-a-uuid"],)).get(
         disable_sync_subtasks=False
     )
 
@@ -92,10 +110,10 @@ def test_a_request_lost_with_the_broker_down_is_taken_over_by_the_sweep(
         raise ConnectionError("broker down")
 
     monkeypatch.setattr(
-        embedding, "APPEND_REQUESTS", Coalescer(name="test", flush=broker_down, window=3600)
+        pending, "APPEND_REQUESTS", Coalescer(name="test", flush=broker_down, window=3600)
     )
     appended_sessions(tenant, 1)  # the appends succeed
-    embedding.APPEND_REQUESTS.flush_now()  # and their request is lost (logged)
+    pending.APPEND_REQUESTS.flush_now()  # and their request is lost (logged)
     assert not MessageVector.objects.exists()
     app.conf.task_always_eager = True
 

@@ -429,7 +429,7 @@ class TestFaults:
         Session.objects.filter(pk=session.pk).update(extraction_requested_at=long_ago)
         enqueued: list[str] = []
         monkeypatch.setattr(
-            extraction, "_enqueue", lambda *, session_id: enqueued.append(str(session_id))
+            extraction, "extraction_enqueue", lambda *, session_id: enqueued.append(str(session_id))
         )
 
         with django_capture_on_commit_callbacks(execute=True):

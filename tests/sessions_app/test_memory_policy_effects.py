@@ -156,7 +156,7 @@ class TestSummarySettings:
         Session.objects.update(summary_requested_at=None)
         enqueued: list[str] = []
         monkeypatch.setattr(
-            summaries, "_enqueue", lambda *, session_id: enqueued.append(str(session_id))
+            summaries, "summary_enqueue", lambda *, session_id: enqueued.append(str(session_id))
         )
 
         with django_capture_on_commit_callbacks(execute=True):

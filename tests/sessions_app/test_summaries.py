@@ -39,13 +39,13 @@ def small_threshold(settings):
 def enqueued(monkeypatch):
     """The session ids handed to the task queue (the task still runs, eagerly)."""
     calls: list[str] = []
-    original = summaries._enqueue
+    original = summaries.summary_enqueue
 
     def spy(*, session_id):
         calls.append(str(session_id))
         original(session_id=session_id)
 
-    monkeypatch.setattr(summaries, "_enqueue", spy)
+    monkeypatch.setattr(summaries, "summary_enqueue", spy)
     return calls
 
 
