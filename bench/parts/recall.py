@@ -72,7 +72,13 @@ from bench.parts.facts import (
     capture_ranking_statement,
     raw_searches,
 )
-from bench.parts.llm import LLM_ROUNDS, TARGET_LLM_P99_RATIO, RequestReset
+from bench.parts.llm import (
+    LLM_ROUNDS,
+    TARGET_LLM_P99_RATIO,
+    RequestReset,
+    gathered,
+    queued_tasks,
+)
 
 if TYPE_CHECKING:
     from memoryhub.accounts.models import Tenant
@@ -963,44 +969,19 @@ def measure_embedding(*, setup: Setup, result: RecallResult) -> None:
     )
 
 
-# What a web process publishes for its appends' embedding requests: one batch task per
-# gathering window (sessions_app.embedding.APPEND_GATHER_SECONDS), not a task per append.
-BATCH_TASK = "sessions_app.tasks.embed_appended_sessions"
-
-
-def queued_tasks() -> list[tuple[str, list[Any]]]:
-    """Take every task waiting in the bench broker's queue (nothing else consumes it): each
-    task's name and positional arguments."""
-    from bench.harness import CELERY_QUEUE
-    from memoryhub.celery import app
-
-    taken: list[tuple[str, list[Any]]] = []
-    with app.connection_for_write() as conn:
-        queue = conn.SimpleQueue(CELERY_QUEUE, no_ack=True)
-        try:
-            while True:
-                try:
-                    message = queue.get_nowait()
-                except queue.Empty:
-                    return taken
-                args = message.payload[0] if isinstance(message.payload, list) else []
-                taken.append((str(message.headers.get("task", "")), list(args)))
-        finally:
-            queue.close()
-
-
 class EmbeddingRequestReset(RequestReset):
     """What a finished embedding task does to its request: clear `embedding_requested_at`, so
     the next append requests (and enqueues) again."""
 
     SQL = "UPDATE sessions_app_session SET embedding_requested_at = NULL WHERE id = %s"
+    KINDS = ()  # counts nothing: the batch tasks' keys are the check here
 
 
 def measure_appends(*, setup: Setup, on_server: Gunicorn, result: RecallResult) -> None:
     """The append workload on two gunicorns, embeddings off and on, in alternating rounds
     (LLM_ROUNDS); every append's embedding request is cleared after it, as a finished task
     would, so that with embeddings on every append requests and enqueues: the worst case."""
-    from sessions_app.embedding import APPEND_GATHER_SECONDS
+    from sessions_app.pending import APPEND_GATHER_SECONDS
 
     config = setup.config
     recall = setup.recall
@@ -1066,9 +1047,8 @@ def measure_appends(*, setup: Setup, on_server: Gunicorn, result: RecallResult) 
             tasks = queued_tasks()
             grew = len(tasks)
             enqueued[mode] += grew
-            batched = [
-                str(value) for name, args in tasks if name == BATCH_TASK for value in args[0]
-            ]
+            # The batch tasks carry the appends' requests of every kind: count the embedding's.
+            batched = gathered(tasks, "embedding")
             requests[mode] += len(batched)
             if mode == "on" and not set(sessions[mode]) <= set(batched):
                 say(f"WARNING: round {round_number}: a session's embedding request was not queued")

@@ -210,9 +210,11 @@ def test_a_person_search_reads_their_facts_by_id_in_a_fixed_number_of_queries(ap
     statements = [
         query["sql"] for query in queries.captured_queries if "accounts_apikey" not in query["sql"]
     ]
-    # The person is looked up once (the 404); their facts and the hits are read by their id.
+    # The person (for the 404) and their facts in one statement, then the hits by their id.
     assert sum('JOIN "accounts_enduser"' in sql for sql in statements) == 0
-    assert len(statements) == 3, statements  # the person, their facts, the hits
+    assert len(statements) == 2, statements
+    assert '"accounts_enduser"' in statements[0]
+    assert '"facts_app_fact"' in statements[0]
 
 
 def test_the_fast_fact_output_matches_the_documented_serializer(api, tenant):

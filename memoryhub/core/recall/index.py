@@ -156,15 +156,22 @@ class RecallIndex:
             arrays += self.vectors.nbytes
         # The dict's own table, each key string, and each term id (an int object of 28 bytes:
         # past 256 they are not shared). Ids are counted shallowly: usually ints or UUIDs.
-        vocabulary = sys.getsizeof(self.vocabulary) + sum(
-            sys.getsizeof(term) + 28 for term in self.vocabulary
+        # (map over the builtin: the same sums without a Python step per item.)
+        vocabulary = (
+            sys.getsizeof(self.vocabulary)
+            + sum(map(sys.getsizeof, self.vocabulary))
+            + 28 * len(self.vocabulary)
         )
-        ids = sys.getsizeof(self.ids) + sum(sys.getsizeof(doc_id) for doc_id in self.ids)
+        ids = sys.getsizeof(self.ids) + sum(map(sys.getsizeof, self.ids))
         return arrays + vocabulary + ids
 
     @classmethod
-    def build(cls, docs: Sequence[RecallDoc]) -> RecallIndex:
-        """Index `docs` (oldest first). Raises ValueError on duplicate ids or mixed vector sizes."""
+    def build(cls, docs: Sequence[RecallDoc], *, time_expressions: bool = True) -> RecallIndex:
+        """Index `docs` (oldest first). Raises ValueError on duplicate ids or mixed vector sizes.
+
+        `time_expressions=False` skips finding which texts name a time (`has_time` is then all
+        False): for a caller whose weights never read it (`Weights.when` 0), it is most of the
+        build's per-text work after the stemming."""
         count = len(docs)
         index = cls.__new__(cls)
         index.ids = tuple(doc.id for doc in docs)
@@ -173,7 +180,7 @@ class RecallIndex:
 
         index._link_sessions(docs)
         index._index_terms(docs)
-        index._store_priors(docs)
+        index._store_priors(docs, time_expressions=time_expressions)
         index._store_vectors(docs)
         # Shared by every thread that searches a cached person: nobody may change it in place.
         for name in cls.__slots__:
@@ -184,6 +191,15 @@ class RecallIndex:
 
     def _link_sessions(self, docs: Sequence[RecallDoc]) -> None:
         count = len(docs)
+        if len({doc.session_key for doc in docs}) == count:
+            # Every doc its own session (facts): no neighbours, session i is row i. The arrays
+            # the loop below would build, without a Python step per doc.
+            self.prev_index = np.full(count, -1, dtype=np.int32)
+            self.next_index = np.full(count, -1, dtype=np.int32)
+            self.session_index = np.arange(count, dtype=np.int32)
+            self.session_order = np.arange(count, dtype=np.int32)
+            self.session_starts = np.arange(count, dtype=np.int64)
+            return
         by_session: dict[Hashable, list[int]] = {}
         for row, doc in enumerate(docs):
             by_session.setdefault(doc.session_key, []).append(row)
@@ -233,16 +249,26 @@ class RecallIndex:
                 speaker_terms.extend(names)
                 speaker_rows.extend([row] * len(names))
 
-        slices = _windowed_postings(
-            count=count,
-            vocabulary_size=len(vocabulary),
-            token_terms=np.frombuffer(token_terms, dtype=np.intc),
-            token_counts=np.frombuffer(token_counts, dtype=np.int64),
-            speaker_rows=np.frombuffer(speaker_rows, dtype=np.intc),
-            speaker_terms=np.frombuffer(speaker_terms, dtype=np.intc),
-            prev_index=self.prev_index,
-            next_index=self.next_index,
-        )
+        if not speaker_ids and not (self.prev_index >= 0).any():
+            # No window and no speakers (facts): a doc's postings are its own words' counts.
+            slices = [
+                _own_postings(
+                    count=count,
+                    token_terms=np.frombuffer(token_terms, dtype=np.intc),
+                    token_counts=np.frombuffer(token_counts, dtype=np.int64),
+                )
+            ]
+        else:
+            slices = _windowed_postings(
+                count=count,
+                vocabulary_size=len(vocabulary),
+                token_terms=np.frombuffer(token_terms, dtype=np.intc),
+                token_counts=np.frombuffer(token_counts, dtype=np.int64),
+                speaker_rows=np.frombuffer(speaker_rows, dtype=np.intc),
+                speaker_terms=np.frombuffer(speaker_terms, dtype=np.intc),
+                prev_index=self.prev_index,
+                next_index=self.next_index,
+            )
         del token_terms, token_counts, speaker_rows, speaker_terms
         lengths = np.zeros(count, dtype=np.float64)
         document_frequency = np.zeros(len(vocabulary), dtype=np.int64)
@@ -276,7 +302,7 @@ class RecallIndex:
         self.vocabulary = vocabulary
         self.avg_length = avg_length
 
-    def _store_priors(self, docs: Sequence[RecallDoc]) -> None:
+    def _store_priors(self, docs: Sequence[RecallDoc], *, time_expressions: bool = True) -> None:
         count = len(docs)
         speakers: dict[str, int] = {}
         speaker_index = np.empty(count, dtype=np.int32)
@@ -309,8 +335,12 @@ class RecallIndex:
         self.created_ordinal = ordinal
         self.created_year = year
         self.created_month = month
-        self.has_time = np.fromiter(
-            (has_time_expression(doc.text) for doc in docs), dtype=np.bool_, count=count
+        self.has_time = (
+            np.fromiter(
+                (has_time_expression(doc.text) for doc in docs), dtype=np.bool_, count=count
+            )
+            if time_expressions
+            else np.zeros(count, dtype=np.bool_)
         )
 
     def _store_vectors(self, docs: Sequence[RecallDoc]) -> None:
@@ -431,6 +461,26 @@ def _windowed_postings(
         summed = np.add.reduceat(frequencies, starts).astype(np.float32)
         slices.append((term.astype(np.int32), row.astype(np.int32), summed))
     return slices
+
+
+def _own_postings(
+    *,
+    count: int,
+    token_terms: npt.NDArray[np.intc],
+    token_counts: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]:
+    """_windowed_postings' one slice when no doc has a neighbour or a speaker: (term, row, tf)
+    sorted by term then row, the same arrays in a few numpy calls instead of dozens (which is
+    what a small index's build spent its time on)."""
+    width = max(count, 1)
+    keys, counts = np.unique(
+        token_terms.astype(np.int64) * width
+        + np.repeat(np.arange(count, dtype=np.int64), token_counts),
+        return_counts=True,
+    )
+    term, row = np.divmod(keys, width)
+    # A count is exact in float32, as the windowed sum of one part is.
+    return term.astype(np.int32), row.astype(np.int32), counts.astype(np.float32)
 
 
 def _minmax(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
