@@ -412,10 +412,18 @@ SUMMARY_SWEEP_SECONDS: int = env.int("MEMORYHUB_SUMMARY_SWEEP_SECONDS", default=
 # how long a stored idempotent response is replayed before the cleanup removes it.
 CLEANUP_INTERVAL_SECONDS: int = env.int("MEMORYHUB_CLEANUP_INTERVAL_SECONDS", default=3600)
 MEMORYHUB_IDEMPOTENCY_TTL_HOURS: int = env.int("MEMORYHUB_IDEMPOTENCY_TTL_HOURS", default=24)
-if CLEANUP_INTERVAL_SECONDS < 10 or MEMORYHUB_IDEMPOTENCY_TTL_HOURS < 1:
+# Between retention's batches of messages, while other clients of the database are busy
+# (PostgreSQL), a pause of this many times the batch's time (0: never); alone, none.
+RETENTION_YIELD_RATIO: float = env.float("MEMORYHUB_RETENTION_YIELD_RATIO", default=4.0)
+if (
+    CLEANUP_INTERVAL_SECONDS < 10
+    or MEMORYHUB_IDEMPOTENCY_TTL_HOURS < 1
+    or not 0 <= RETENTION_YIELD_RATIO <= 100
+):
     raise ImproperlyConfigured(
-        "MEMORYHUB_CLEANUP_INTERVAL_SECONDS must be at least 10 and "
-        "MEMORYHUB_IDEMPOTENCY_TTL_HOURS at least 1."
+        "MEMORYHUB_CLEANUP_INTERVAL_SECONDS must be at least 10, "
+        "MEMORYHUB_IDEMPOTENCY_TTL_HOURS at least 1 and MEMORYHUB_RETENTION_YIELD_RATIO "
+        "between 0 and 100."
     )
 if SUMMARY_THRESHOLD_TOKENS < 1 or SUMMARY_KEEP_RECENT < 0 or SUMMARY_SWEEP_SECONDS < 10:
     raise ImproperlyConfigured(

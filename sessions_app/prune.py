@@ -64,7 +64,9 @@ BATCH_SIZE_MAX = 200_000
 # bench's cleanup part, same code with a quarter's pause and without, on a busy 2-core box:
 # 0.26-0.34 of a raw DELETE's rate against 0.55-0.62, appenders' p99 x1.22-1.32 against
 # x1.20-1.21). Appends to a batch's own sessions wait on their row locks, and the lock queue
-# lets them in before the next batch's.
+# lets them in before the next batch's. That is of a pause taken always: retention's own pacer
+# (memoryhub.retention.prune.retention_pacer) pauses only while other clients are busy, and
+# longer (RETENTION_YIELD_RATIO), which did bring the appenders' p99 down.
 BATCH_PAUSE_RATIO = 0.0
 
 
@@ -382,23 +384,26 @@ def _orm_messages_batch(
 
 
 # One batch of messages on PostgreSQL, one statement: the batch (the ORM's query, oldest first,
-# `size` rows), its sessions locked in key order before any message goes (an InitPlan: the
-# whole ARRAY is built at the delete's first row), the messages of the sessions locked deleted
-# by the row addresses the batch's query read (a TID scan: no second walk down the primary key
-# per row; messages are never updated, and one that were meanwhile would be skipped, not
-# deleted twice, and go in the next run) with their vectors (Django's foreign keys are
-# deferred: checked at commit; the vectors' delete is skipped outright when the tenant has
-# none, as for a tenant without embeddings, instead of a probe per message), the sessions'
-# counters lowered by what went (as session_counters_subtract does) and the appends' stored
-# responses that quote it blanked (as _append_responses_erase does). The lock re-reads a
-# session changed meanwhile: one pinned since the batch was read keeps its messages. A vector
-# written under a session's lock while the batch waited for it fails the commit's foreign-key
-# check (23503), and the batch runs again (DELETE_RERUN_SQLSTATES).
+# `size` rows), its sessions locked in key order before any message goes (an InitPlan: the whole
+# ARRAY is built at the delete's first row; the sessions are found by `= ANY(ARRAY(...))`, an index
+# probe each, because with `IN (SELECT ...)` the planner, which guesses a row or two for the batch
+# behind row-level security's quals, walked every session of the table and scanned the batch for
+# each: 18 ms a batch with 108 sessions in the table), the messages of the sessions locked deleted
+# by the row addresses the batch's query read (a TID scan: no second walk down the primary key per
+# row; messages are never updated, and one that were meanwhile would be skipped, not deleted twice,
+# and go in the next run) with their vectors (Django's foreign keys are deferred: checked at commit;
+# the vectors' delete is skipped outright when the tenant has none, as for a tenant without
+# embeddings, instead of a probe per message), the sessions' counters lowered by what went (as
+# session_counters_subtract does) and the appends' stored responses that quote it blanked (as
+# _append_responses_erase does). The lock re-reads a session changed meanwhile: one pinned since the
+# batch was read keeps its messages. A vector written under a session's lock while the batch waited
+# for it fails the commit's foreign-key check (23503), and the batch runs again
+# (DELETE_RERUN_SQLSTATES).
 _PG_MESSAGES_DELETE = """
 WITH going (id, session_id, mark, row) AS MATERIALIZED ({going}),
 locked AS MATERIALIZED (
     SELECT s.id, s.summarized_seq FROM {session} s
-    WHERE s.id IN (SELECT session_id FROM going) AND NOT s.pinned
+    WHERE s.id = ANY(ARRAY(SELECT DISTINCT session_id FROM going)) AND NOT s.pinned
     ORDER BY s.id
     FOR UPDATE
 ),

@@ -1,6 +1,6 @@
 """Cleanup while appending (issue 5): retention deletes --cleanup-rows expired messages in a
-process of its own (bench/prune_worker.py) while clients append; against a raw DELETE of the
-same rows, and the appenders' p99 without the cleanup."""
+process of its own (bench/prune_worker.py), once alone (against a raw DELETE of the same rows,
+alone too) and once while clients append (their p99 against theirs without the cleanup)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ from bench.measure import (
     section,
 )
 from bench.parts.appends import message_content
+from bench.prune_worker import process_cpu_seconds
 
 if TYPE_CHECKING:
     from memoryhub.accounts.models import Tenant
@@ -72,16 +73,31 @@ CLEANUP_RAW_DELETE = (
 
 
 @dataclass
+class PruneRun:
+    """One retention_prune_tenant call in bench/prune_worker.py."""
+
+    seconds: float
+    rate: float  # rows / seconds
+    counts: dict[str, int]
+    batches: int
+    batch: Latency  # one message batch (select ids + delete + commit), pauses excluded
+    worker_cpu_seconds: float  # the worker's Python (its process's CPU)
+    yield_checks: int  # looks for busy clients between batches
+    yield_pauses: int  # ... that found some and paused
+    paused_seconds: float
+    backend_cpu_us_per_row: float | None  # its PostgreSQL backend's CPU (server on this machine)
+
+
+@dataclass
 class CleanupResult:
     rows: int
     raw_seconds: float
     raw_rate: float
-    prune_seconds: float
-    prune_rate: float
-    prune_counts: dict[str, int]
-    batches: int
-    batch: Latency  # one message batch (select ids + delete + commit)
-    rate_ratio: float  # prune rate / raw rate
+    raw_backend_cpu_us_per_row: float | None  # the DELETE's backend (server on this machine)
+    prune_alone: PruneRun  # nothing else running, as the raw DELETE
+    rate_ratio: float  # retention's rate alone / the raw DELETE's
+    prune_during: PruneRun  # while the appenders append
+    during_rate_ratio: float  # retention's rate while they append / the raw DELETE's (alone)
     alone: AppendResult
     during: AppendResult
     p99_ratio: float  # appenders' p99 during the cleanup / without it
@@ -106,8 +122,8 @@ def verdicts(result: CleanupResult, config: Config) -> list[Verdict]:
     return [
         Verdict(
             target=f"retention cleanup >= {TARGET_CLEANUP_RATE_RATIO}x a raw DELETE (rows/s)",
-            measured=f"{result.prune_rate:,.0f} rows/s ({result.rows:,} rows)",
-            baseline=f"{result.raw_rate:,.0f} rows/s",
+            measured=f"{result.prune_alone.rate:,.0f} rows/s alone ({result.rows:,} rows)",
+            baseline=f"{result.raw_rate:,.0f} rows/s alone",
             ratio=f"{result.rate_ratio:.3f}",
             ok=result.rate_ratio >= TARGET_CLEANUP_RATE_RATIO,
         ),
@@ -293,8 +309,71 @@ def sizes_line(config: Config) -> str:
     )
 
 
+def prune_go(pruner: subprocess.Popen[str]) -> dict[str, Any]:
+    """One retention run in the worker: its JSON line."""
+    assert pruner.stdin is not None
+    assert pruner.stdout is not None
+    pruner.stdin.write("go\n")
+    pruner.stdin.flush()
+    line = pruner.stdout.readline()
+    try:
+        report: dict[str, Any] = json.loads(line)
+    except json.JSONDecodeError:
+        raise BenchError(f"bench/prune_worker.py failed (exit {pruner.poll()})") from None
+    return report
+
+
+def prune_run(report: dict[str, Any], *, rows: int, database_url: str, tenant_id: int) -> PruneRun:
+    """The worker's report as a PruneRun, once retention is checked: it removed exactly the
+    `rows` expired messages and left none."""
+    counts: dict[str, int] = report["counts"]
+    left = count_expired(database_url, tenant_id)
+    if counts.get("messages") != rows or left:
+        raise BenchError(
+            f"retention removed {counts.get('messages')} messages of {rows}; {left} expired left"
+        )
+    seconds = report["ended"] - report["started"]
+    batch_times = report["message_batches"]
+    return PruneRun(
+        seconds=seconds,
+        rate=rows / seconds,
+        counts=counts,
+        batches=len(batch_times),
+        batch=Latency.of(batch_times),
+        worker_cpu_seconds=report["cpu_seconds"],
+        yield_checks=report["yield_checks"],
+        yield_pauses=report["yield_pauses"],
+        paused_seconds=report["paused_seconds"],
+        backend_cpu_us_per_row=(
+            None
+            if report["backend_cpu_seconds"] is None
+            else report["backend_cpu_seconds"] * 1e6 / rows
+        ),
+    )
+
+
+def say_prune(label: str, run: PruneRun, rows: int) -> None:
+    say(
+        f"{label}retention_prune_tenant: {rows:,} rows in {run.seconds:.2f} s = "
+        f"{run.rate:9,.0f} rows/s, {run.batches} message batches (each: select ids, delete, "
+        "commit)"
+    )
+    say(f"           batch {run.batch.line()}")
+    cpu = (
+        ""
+        if run.backend_cpu_us_per_row is None
+        else f"its backend's CPU {run.backend_cpu_us_per_row:.1f} us a row; "
+    )
+    say(
+        f"           {cpu}the worker's Python {run.worker_cpu_seconds * 1000:.0f} ms "
+        f"({run.worker_cpu_seconds * 1e6 / rows:.1f} us a row); paused for busy clients after "
+        f"{run.yield_pauses} of {run.yield_checks} batches looked, {run.paused_seconds:.2f} s"
+    )
+
+
 def run(setup: Setup, server: Gunicorn) -> CleanupResult:
-    """The raw DELETE alone, the appenders alone, then retention while they append."""
+    """The raw DELETE alone, retention alone, the appenders alone, then retention while they
+    append."""
 
     config = setup.config
     assert setup.cleanup_tenant is not None
@@ -325,99 +404,108 @@ def run(setup: Setup, server: Gunicorn) -> CleanupResult:
     # In the system scope, as retention's own connection runs (a system task, every tenant):
     # both pay the same row-level security.
     with pg_connect(config.database_url) as conn:
+        backend_before = process_cpu_seconds(conn.info.backend_pid)
         started = time.perf_counter()
         cursor = conn.execute(CLEANUP_RAW_DELETE, (tenant.pk, CLEANUP_RETENTION_DAYS))
         conn.commit()
         raw_seconds = time.perf_counter() - started
+        backend_after = process_cpu_seconds(conn.info.backend_pid)
+        raw_cpu = (
+            None
+            if backend_before is None or backend_after is None
+            else backend_after - backend_before
+        )
         if cursor.rowcount != rows:
             raise BenchError(f"the raw DELETE removed {cursor.rowcount} rows, not {rows}")
     vacuums.append(vacuum_messages(config.database_url))
+    raw_cpu_note = (
+        "" if raw_cpu is None else f"; its backend's CPU {raw_cpu * 1e6 / rows:.1f} us a row"
+    )
     say(
         f"raw        DELETE ... WHERE tenant_id = %s AND created_at < cutoff: {rows:,} rows in "
         f"{raw_seconds:.2f} s = {rows / raw_seconds:9,.0f} rows/s (alone, one statement)"
+        f"{raw_cpu_note}"
     )
     say(
         f"           loaded in {load:.1f} s (INSERT ... SELECT generate_series, ANALYZE); "
         f"VACUUM ANALYZE sessions_app_message after the DELETE: {vacuums[-1]:.1f} s"
     )
-    load += load_expired(
-        database_url=config.database_url, tenant_id=tenant.pk, holders=holders, rows=rows
-    )
-    say(f"           loaded again (and ANALYZEd): {rows:,} expired messages")
-    # (b) the appenders alone, for their baseline.
-    sessions = [
-        setup.new_session(f"cleanup-append-{i}", tenant=tenant) for i in range(config.clients)
-    ]
-    appenders = Appenders(port=server.port, secret=secret, sessions=sessions, warmup=config.warmup)
-    appenders.start()
-    try:
-        start = time.monotonic()
-        before = cpu_sample(server.pid)
-        time.sleep(config.cleanup_seconds)
-        end = time.monotonic()
-        after = cpu_sample(server.pid)
-    finally:
-        samples = appenders.stop()
-    alone = appends_between(samples, start, end, before, after)
-    say_appends("alone      ", alone)
-    # (c) retention_prune_tenant in its own process while the appenders append.
     pruner = start_pruner(setup.env, CLEANUP_TENANT)
-    assert pruner.stdin is not None
-    assert pruner.stdout is not None
-    appenders = Appenders(port=server.port, secret=secret, sessions=sessions, warmup=config.warmup)
     try:
+        # (b) retention alone, like for like with the raw DELETE: the same rows, nothing else
+        # running (no busy client: no pause).
+        load += load_expired(
+            database_url=config.database_url, tenant_id=tenant.pk, holders=holders, rows=rows
+        )
+        prune_alone = prune_run(
+            prune_go(pruner), rows=rows, database_url=config.database_url, tenant_id=tenant.pk
+        )
+        vacuums.append(vacuum_messages(config.database_url))
+        say_prune("alone      ", prune_alone, rows)
+        load += load_expired(
+            database_url=config.database_url, tenant_id=tenant.pk, holders=holders, rows=rows
+        )
+        say(f"           loaded again (and ANALYZEd): {rows:,} expired messages")
+        # (c) the appenders alone, for their baseline.
+        sessions = [
+            setup.new_session(f"cleanup-append-{i}", tenant=tenant) for i in range(config.clients)
+        ]
+        appenders = Appenders(
+            port=server.port, secret=secret, sessions=sessions, warmup=config.warmup
+        )
         appenders.start()
-        before = cpu_sample(server.pid)
-        pruner.stdin.write("go\n")
-        pruner.stdin.flush()
-        line = pruner.stdout.readline()
-        after = cpu_sample(server.pid)
+        try:
+            start = time.monotonic()
+            before = cpu_sample(server.pid)
+            time.sleep(config.cleanup_seconds)
+            end = time.monotonic()
+            after = cpu_sample(server.pid)
+        finally:
+            samples = appenders.stop()
+        alone = appends_between(samples, start, end, before, after)
+        say_appends("appenders  ", alone)
+        # (d) retention while the appenders append: their p99 against (c).
+        appenders = Appenders(
+            port=server.port, secret=secret, sessions=sessions, warmup=config.warmup
+        )
+        try:
+            appenders.start()
+            before = cpu_sample(server.pid)
+            report = prune_go(pruner)
+            after = cpu_sample(server.pid)
+        finally:
+            samples = appenders.stop()
     finally:
-        samples = appenders.stop()
+        if pruner.stdin is not None:
+            pruner.stdin.close()
         if pruner.poll() is None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 pruner.wait(timeout=30)
         if pruner.poll() is None:
             pruner.kill()
             pruner.wait()
-    try:
-        report = json.loads(line)
-    except json.JSONDecodeError:
-        raise BenchError(f"bench/prune_worker.py failed (exit {pruner.returncode})") from None
     during = appends_between(samples, report["started"], report["ended"], before, after)
-    prune_seconds = report["ended"] - report["started"]
-    counts: dict[str, int] = report["counts"]
-    batch_times = report["message_batches"]
-    left = count_expired(config.database_url, tenant.pk)
-    if counts.get("messages") != rows or left:
-        raise BenchError(
-            f"retention removed {counts.get('messages')} messages of {rows}; {left} expired left"
-        )
+    prune_during = prune_run(
+        report, rows=rows, database_url=config.database_url, tenant_id=tenant.pk
+    )
     vacuums.append(vacuum_messages(config.database_url))
-    prune_rate = rows / prune_seconds
+    say_prune("during     ", prune_during, rows)
+    say_appends("appenders  ", during, cpu_note=" (the cleanup's process counts as other)")
     say(
-        f"cleanup    retention_prune_tenant: {rows:,} rows in {prune_seconds:.2f} s = "
-        f"{prune_rate:9,.0f} rows/s, {len(batch_times)} message batches "
-        f"(each: select ids, delete, commit)"
+        f"check: retention removed all {rows:,} expired messages and nothing else, both times "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(prune_during.counts.items()))}); VACUUM "
+        f"ANALYZE sessions_app_message afterwards: {vacuums[-1]:.1f} s"
     )
-    batch = Latency.of(batch_times)
-    say(f"           batch {batch.line()}")
-    say_appends("during     ", during, cpu_note=" (the cleanup's process counts as other)")
-    say(
-        f"check: retention removed all {rows:,} expired messages and nothing else "
-        f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}); VACUUM ANALYZE "
-        f"sessions_app_message afterwards: {vacuums[-1]:.1f} s"
-    )
+    raw_rate = rows / raw_seconds
     result = CleanupResult(
         rows=rows,
         raw_seconds=raw_seconds,
-        raw_rate=rows / raw_seconds,
-        prune_seconds=prune_seconds,
-        prune_rate=prune_rate,
-        prune_counts=counts,
-        batches=len(batch_times),
-        batch=batch,
-        rate_ratio=prune_rate / (rows / raw_seconds),
+        raw_rate=raw_rate,
+        raw_backend_cpu_us_per_row=None if raw_cpu is None else raw_cpu * 1e6 / rows,
+        prune_alone=prune_alone,
+        rate_ratio=prune_alone.rate / raw_rate,
+        prune_during=prune_during,
+        during_rate_ratio=prune_during.rate / raw_rate,
         alone=alone,
         during=during,
         p99_ratio=during.latency.p99_ms / alone.latency.p99_ms,
@@ -425,8 +513,12 @@ def run(setup: Setup, server: Gunicorn) -> CleanupResult:
         vacuum_seconds=vacuums,
     )
     say(
-        f"ratio cleanup/raw {result.rate_ratio:.3f} (rows/s) {rate_verdict(result)}    "
+        f"ratio cleanup/raw alone {result.rate_ratio:.3f} (rows/s) {rate_verdict(result)}    "
         f"{cleanup_verdict(result)}"
+    )
+    say(
+        f"           (while they append, retention's rate is {result.during_rate_ratio:.3f} "
+        "of the raw DELETE's alone: not judged)"
     )
     return result
 
@@ -437,8 +529,9 @@ def record(result: CleanupResult, setup: Setup) -> dict[str, Any]:
 
 def summary(result: CleanupResult, config: Config, profiles: dict[str, Any]) -> None:
     say(
-        f"cleanup {result.prune_rate:9,.0f} rows/s   raw DELETE {result.raw_rate:9,.0f} rows/s   "
-        f"ratio {result.rate_ratio:.3f} {rate_verdict(result)}    ({result.rows:,} rows)"
+        f"cleanup {result.prune_alone.rate:9,.0f} rows/s alone   raw DELETE "
+        f"{result.raw_rate:9,.0f} rows/s   ratio {result.rate_ratio:.3f} {rate_verdict(result)}"
+        f"    ({result.rows:,} rows; {result.prune_during.rate:,.0f} rows/s while appending)"
     )
     say(
         f"cleanup appenders p99 {result.alone.latency.p99_ms:6.2f} ms alone, "
