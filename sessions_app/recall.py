@@ -37,6 +37,7 @@ from memoryhub.core.search import EmptySearchQuery
 from memoryhub.llm.embeddings import (
     Embedder,
     EmbeddingError,
+    embed_query_ahead,
     embed_query_cached,
     get_embedder,
     matrix_from_bytes,
@@ -555,6 +556,9 @@ def messages_search(
     """
     end_user: EndUser | None = None
     token: Token | None = None
+    if mode != "lexical" and (user_id is not None or session_id is not None):
+        # A person's search ranks with the query's vector: embedded beside the reads below.
+        embed_query_ahead(query)
     if user_id is not None:
         if tenant.person is None:
             end_user, token = _person_and_token(tenant=tenant, external_id=user_id)

@@ -28,6 +28,7 @@ from memoryhub.context.types import (
     SummaryItem,
 )
 from memoryhub.core.search import EmptySearchQuery
+from memoryhub.llm.embeddings import embed_query_ahead
 from sessions_app.models import MessageRole
 from sessions_app.recall import HistoryTooLarge, message_recall, speaker_of
 from sessions_app.selectors import (
@@ -58,6 +59,10 @@ def context_inputs_for_session(
     with a history share (`budget.max_history_tokens`), the recall adds its version read and,
     when something matched, the hit rows and their neighbours (and, when the person's cached
     index is missing or stale beyond new appends, its rebuild)."""
+    history_wanted = budget.max_history_tokens > 0 and found.end_user_id is not None
+    if query and history_wanted:
+        # The relevant history's query vector, embedded beside the reads below and the facts'.
+        embed_query_ahead(query)
     # The last messages, the memories and the person's notes: one round trip for the three.
     reads = context_reads_for_session(
         tenant=tenant,
@@ -97,6 +102,8 @@ def context_inputs_for_session(
     search_text = query or next(
         (m.content for m in reversed(messages) if m.role == MessageRole.USER), ""
     )
+    if search_text and not query and history_wanted:
+        embed_query_ahead(search_text)
     facts = _facts(tenant=tenant, end_user_id=end_user_id, query=search_text, budget=budget)
     if end_user_id is None:
         return ContextInputs(

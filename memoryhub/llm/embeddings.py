@@ -33,6 +33,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -627,12 +628,75 @@ class _QueryVectorCache:
 _query_cache = _QueryVectorCache(max_entries=QUERY_CACHE_MAX_ENTRIES)
 
 
+class _QueryEmbeddingsAhead:
+    """Query vectors started before the request needs them, on one thread of this process.
+
+    A search or a context call knows its query before it reads anything: the model's
+    milliseconds (or a remote endpoint's round trip) then run beside the request's database
+    reads instead of after them. It saves latency, not CPU: on a machine whose cores are all
+    busy it changes nothing. One thread, and at most one embedding under way: under a threaded
+    server a second request embeds in its own thread as before, rather than queue behind
+    another request's query.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str], Future[Vector]] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self._pid = 0
+
+    def start(self, *, embedder: Embedder, text: str) -> None:
+        key = (embedder.model_name, text)
+        if _query_cache.get(key) is not None:
+            return
+        with self._lock:
+            if self._pending:
+                return
+            if self._executor is None or self._pid != os.getpid():
+                # A thread does not survive a fork (gunicorn --preload, Celery's prefork pool):
+                # each process starts its own, on first use.
+                self._executor = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="query-embedding"
+                )
+                self._pid = os.getpid()
+            self._pending[key] = self._executor.submit(self._embed, embedder, key)
+
+    def _embed(self, embedder: Embedder, key: tuple[str, str]) -> Vector:
+        try:
+            vector = embedder.embed_query(key[1])
+            vector.setflags(write=False)
+            # Cached before it leaves the pending map: a caller that misses one finds the other.
+            _query_cache.put(key, vector)
+            return vector
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
+
+    def pending(self, key: tuple[str, str]) -> Future[Vector] | None:
+        with self._lock:
+            return self._pending.get(key)
+
+
+_ahead = _QueryEmbeddingsAhead()
+
+
+def embed_query_ahead(text: str) -> None:
+    """Start embedding `text` now, so that `embed_query_cached(text)` later in the request finds
+    it done or under way; nothing when embeddings are off, the vector is cached, or another
+    query is being embedded ahead already. The vector is cached even when nobody asks for it
+    (the person had no vectors after all): a later request with the same words finds it."""
+    embedder = get_embedder()
+    if embedder is not None and text:
+        _ahead.start(embedder=embedder, text=text)
+
+
 def embed_query_cached(text: str, *, embedder: Embedder | None = None) -> Vector:
     """`embed_query`, remembered for the last 1,024 (model, text) pairs of this process.
 
     The vector returned is read-only, since it is shared with later callers. Without an
     `embedder`, the configured one is used; raises `EmbeddingPermanentError` if embeddings are
-    off (check `get_embedder()` first).
+    off (check `get_embedder()` first). A vector `embed_query_ahead` started is waited for (its
+    error, if any, raised here), not embedded twice.
     """
     if embedder is None:
         embedder = get_embedder()
@@ -640,6 +704,11 @@ def embed_query_cached(text: str, *, embedder: Embedder | None = None) -> Vector
             raise EmbeddingPermanentError("Embeddings are off (EMBEDDINGS_BACKEND = 'off').")
     # The model is part of the key: after a settings change, old vectors must not answer.
     key = (embedder.model_name, text)
+    # The pending map before the cache: the embedding thread caches a vector before it leaves
+    # the map, so one of the two has it.
+    under_way = _ahead.pending(key)
+    if under_way is not None:
+        return under_way.result()
     vector = _query_cache.get(key)
     if vector is not None:
         return vector

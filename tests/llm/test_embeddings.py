@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import socket
 import struct
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +24,7 @@ from memoryhub.llm.embeddings import (
     OnnxMiniLMEmbedder,
     OpenAICompatibleEmbedder,
     clear_query_cache,
+    embed_query_ahead,
     embed_query_cached,
     get_embedder,
     matrix_from_bytes,
@@ -445,6 +447,82 @@ def test_the_cache_uses_the_configured_embedder(
 
     assert vector.shape == (384,)
     assert np.abs(vector - onnx.embed_query("what pet did she get?")).max() < 1e-6
+
+
+class HeldEmbedder(CountingEmbedder):
+    """Embeds only once the test lets it go (or fails, with `error`): what a query embedded
+    ahead looks like while the request goes on."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        super().__init__("held")
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.error = error
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.started.set()
+        assert self.release.wait(10), "the test never released the embedder"
+        if self.error is not None:
+            raise self.error
+        return super().embed_query(text)
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch, empty_query_cache: None) -> Iterator[HeldEmbedder]:
+    embedder = HeldEmbedder()
+    monkeypatch.setattr(emb, "get_embedder", lambda: embedder)
+    yield embedder
+    embedder.release.set()
+
+
+def test_a_query_embedded_ahead_is_waited_for_not_embedded_again(held: HeldEmbedder) -> None:
+    embed_query_ahead("where do they live?")
+    assert held.started.wait(10)  # under way on the process's embedding thread
+    threading.Timer(0.05, held.release.set).start()
+
+    vector = embed_query_cached("where do they live?")
+
+    assert held.calls == ["where do they live?"]
+    assert vector.tolist() == [1.0, 19.0]
+    assert embed_query_cached("where do they live?") is vector  # and cached for the next one
+
+
+def test_an_error_while_embedding_ahead_is_raised_to_the_caller(
+    monkeypatch: pytest.MonkeyPatch, empty_query_cache: None
+) -> None:
+    failing = HeldEmbedder(error=EmbeddingTransientError("the endpoint is down"))
+    monkeypatch.setattr(emb, "get_embedder", lambda: failing)
+    embed_query_ahead("what pet did she get?")
+    failing.release.set()
+
+    # As if it had been embedded in the request: the recall degrades to lexical on this error.
+    with pytest.raises(EmbeddingTransientError, match="down"):
+        embed_query_cached("what pet did she get?")
+
+
+def test_one_query_at_a_time_is_embedded_ahead(held: HeldEmbedder) -> None:
+    embed_query_ahead("first question")
+    assert held.started.wait(10)
+
+    embed_query_ahead("second question")  # not queued behind the first: embedded when asked
+
+    assert emb._ahead.pending(("held", "second question")) is None
+    held.release.set()
+    assert embed_query_cached("first question").tolist() == [1.0, 14.0]
+    assert embed_query_cached("second question").tolist() == [1.0, 15.0]
+    assert held.calls == ["first question", "second question"]
+
+
+def test_nothing_is_embedded_ahead_with_embeddings_off(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.EMBEDDINGS_BACKEND = "off"
+    started: list[Any] = []
+    monkeypatch.setattr(emb._ahead, "start", lambda **kwargs: started.append(kwargs))
+
+    embed_query_ahead("anything")
+
+    assert started == []
 
 
 # --- vector bytes --------------------------------------------------------------------------
