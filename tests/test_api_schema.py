@@ -85,6 +85,17 @@ def test_every_link_joins_two_operations_of_the_schema(client, db):
     }
 
 
+def test_an_accept_header_json_cannot_satisfy_is_a_documented_406(client, api, session):
+    served = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    state_get = served["paths"]["/api/v1/sessions/{session_id}/state/{key}/"]["get"]
+
+    response = api.get(f"/api/v1/sessions/{session.pk}/state/goal/", HTTP_ACCEPT="f}xXA")
+
+    assert response.status_code == 406
+    assert response.json()["error"]["code"] == "not_acceptable"
+    assert "406" in state_get["responses"]
+
+
 @pytest.fixture
 def fuzz_target(db: None, settings: Any) -> Iterator[dict[str, Any]]:
     # Fuzzing sends thousands of requests with one key: no 429 in the way.

@@ -31,6 +31,8 @@ _ALWAYS = {
     "401": "Missing, unknown, revoked or expired API key.",
     "403": "The API key lacks a scope this operation needs.",
     "404": "No such resource for this API key's tenant.",
+    # Any operation: an Accept header that JSON cannot satisfy.
+    "406": "The Accept header names no type this API answers in (not_acceptable).",
     "414": "The URL is longer than MEMORYHUB_MAX_URL_LENGTH (uri_too_long).",
     "429": "Too many requests for this API key (rate_limited), or too many wrong keys from this "
     "address (too_many_failed_authentications): retry after the Retry-After header's seconds.",
