@@ -33,6 +33,7 @@ from memoryhub.core.errors import InvalidInput, ResourceNotFound
 from memoryhub.core.recall import Hit, RecallDoc, RecallIndex, Signals, rank
 from memoryhub.core.recall.analyzer import query_terms
 from memoryhub.core.recall.cache import IndexCache
+from memoryhub.core.rows import column_converters, row_converted
 from memoryhub.core.search import EmptySearchQuery
 from memoryhub.llm.embeddings import (
     Embedder,
@@ -330,10 +331,7 @@ def _hit_rows(
     )
     sql, columns, attnames = _hit_reader(db.vendor, names)
     # The ORM's own converters, so values come out as a queryset's would on either database.
-    converters = [
-        (column, db.ops.get_db_converters(column) + column.get_db_converters(db))
-        for column in columns
-    ]
+    converters = column_converters(connection=db, columns=columns)
     if db.vendor == "postgresql":
         params: list[Any] = [tenant_id, list(ids)]
     else:
@@ -344,10 +342,7 @@ def _hit_rows(
         rows = cursor.fetchall()
     found: dict[Hashable, Message | RecalledMessage] = {}
     for row in rows:
-        values = list(row)
-        for position, (column, functions) in enumerate(converters):
-            for function in functions:
-                values[position] = function(values[position], column, db)
+        values = row_converted(row=row, converters=converters, connection=db)
         if fields is None:
             record = RecalledMessage(*values)
             found[record.id] = record

@@ -31,6 +31,7 @@ from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.core.errors import InvalidInput, ResourceNotFound
 from memoryhub.core.jsonfilters import filter_json_list_contains_all
 from memoryhub.core.recall import Mode, Signals
+from memoryhub.core.rows import ColumnConverters, column_converters, row_converted
 from memoryhub.core.search import FullTextRanker, Ranker
 from memoryhub.llm.embeddings import get_embedder
 
@@ -322,6 +323,7 @@ def fact_search_result(
     (the API does, for its 404): their facts are then read by id, without a join on end users,
     and the hits come with it as their `end_user`.
     """
+    candidates: list[FactCandidate] | None = None
     if filters.user_id is not None and (mode == "semantic" or recall_supported(query)):
         if end_user is not None:
             # The person is known by id: no join on end users to find their facts.
@@ -332,18 +334,15 @@ def fact_search_result(
             )
         else:
             candidates = fact_candidates(tenant=tenant, filters=filters)
-        if candidates is not None:
-            return _ranked(
-                tenant=tenant,
-                query=query,
-                filters=filters,
-                mode=mode,
-                top_k=top_k,
-                candidates=candidates,
-                end_user=end_user,
-            )
-    return _database_search(
-        tenant=tenant, query=query, filters=filters, top_k=top_k, mode=mode, ranker=ranker
+    return _search_over(
+        tenant=tenant,
+        query=query,
+        filters=filters,
+        top_k=top_k,
+        mode=mode,
+        ranker=ranker,
+        candidates=candidates,
+        end_user=end_user,
     )
 
 
@@ -373,20 +372,47 @@ def fact_search_result_for_person(
         person = _person_candidates(tenant=tenant, external_id=user_id)
         if person is None:
             raise ResourceNotFound("No such user.")
-        if person.candidates is not None:
-            return _ranked(
-                tenant=tenant,
-                query=query,
-                filters=filters,
-                mode=mode,
-                top_k=top_k,
-                candidates=person.candidates,
-                end_user=person.end_user,
-            )
-        return _database_search(tenant=tenant, query=query, filters=filters, top_k=top_k, mode=mode)
+        return _search_over(
+            tenant=tenant,
+            query=query,
+            filters=filters,
+            top_k=top_k,
+            mode=mode,
+            ranker=FACT_RANKER,
+            candidates=person.candidates,
+            end_user=person.end_user,
+        )
     end_user = end_user_get_for_tenant(tenant=tenant, external_id=user_id)
     return fact_search_result(
         tenant=tenant, query=query, filters=filters, top_k=top_k, mode=mode, end_user=end_user
+    )
+
+
+def _search_over(
+    *,
+    tenant: Tenant,
+    query: str,
+    filters: FactFilters,
+    top_k: int,
+    mode: Mode,
+    ranker: Ranker,
+    candidates: list[FactCandidate] | None,
+    end_user: EndUser | None,
+) -> FactSearchResult:
+    """The engine's ranking of the person's candidates; without them (no person, too many
+    facts, a query the engine cannot read), the database's full-text search."""
+    if candidates is None:
+        return _database_search(
+            tenant=tenant, query=query, filters=filters, top_k=top_k, mode=mode, ranker=ranker
+        )
+    return _ranked(
+        tenant=tenant,
+        query=query,
+        filters=filters,
+        mode=mode,
+        top_k=top_k,
+        candidates=candidates,
+        end_user=end_user,
     )
 
 
@@ -440,12 +466,7 @@ def _facts_by_id(*, tenant: Tenant, ids: list[int]) -> dict[int, Fact]:
         rows = cursor.fetchall()
     facts: dict[int, Fact] = {}
     for row in rows:
-        values = list(row)
-        for position, column_converters, expression in converters:
-            value = values[position]
-            for converter in column_converters:
-                value = converter(value, expression, connection)
-            values[position] = value
+        values = row_converted(row=row, converters=converters, connection=connection)
         fact = Fact.from_db(connection.alias, names, values)
         facts[fact.pk] = fact
     return facts
@@ -456,7 +477,7 @@ _FACT_READER = "memoryhub_fact_reader"
 
 def _fact_reader(
     connection: BaseDatabaseWrapper,
-) -> tuple[str, list[str], list[tuple[int, list[Any], Any]]]:
+) -> tuple[str, list[str], ColumnConverters]:
     """The hits statement (up to its id list), the fields' attnames in column order and, per
     column that has any, the converters the ORM applies (the backend's, then the field's), as
     the compiler finds them: worked out once per connection."""
@@ -469,17 +490,12 @@ def _fact_reader(
             f"SELECT {columns} FROM {quote(Fact._meta.db_table)} "  # noqa: S608 (model metadata)
             f"WHERE {quote('tenant_id')} = %s AND {quote('id')}"
         )
-        converters = []
-        for position, field in enumerate(fields):
-            expression = field.get_col(Fact._meta.db_table)
-            found = connection.ops.get_db_converters(expression) + expression.get_db_converters(
-                connection
-            )
-            if found:
-                converters.append((position, found, expression))
+        converters = column_converters(
+            connection=connection, columns=[field.get_col(Fact._meta.db_table) for field in fields]
+        )
         reader = (select, [field.attname for field in fields], converters)
         setattr(connection, _FACT_READER, reader)
-    return cast(tuple[str, list[str], list[tuple[int, list[Any], Any]]], reader)
+    return cast(tuple[str, list[str], ColumnConverters], reader)
 
 
 def _ranked(
