@@ -216,20 +216,26 @@ def test_with_a_tiny_time_budget_it_takes_many_batches_and_deletes_everything(te
         assert_counters_true(session)
 
 
+def run_batches(pacer: BatchPacer, rows: int) -> list[int]:
+    """The sizes the pacer asks for while deleting `rows` rows (a batch short of its size ends
+    the run)."""
+    sizes: list[int] = []
+    left = [rows]
+
+    def batch(size: int) -> bool:
+        sizes.append(size)
+        taken = min(size, left[0])
+        left[0] -= taken
+        return taken == size
+
+    pacer.run(batch)
+    assert left[0] == 0
+    return sizes
+
+
 class TestThePacer:
     def run(self, pacer: BatchPacer, rows: int) -> list[int]:
-        sizes: list[int] = []
-        left = [rows]
-
-        def batch(size: int) -> bool:
-            sizes.append(size)
-            taken = min(size, left[0])
-            left[0] -= taken
-            return taken == size
-
-        pacer.run(batch)
-        assert left[0] == 0
-        return sizes
+        return run_batches(pacer, rows)
 
     def test_fast_batches_grow_at_most_twofold_up_to_the_ceiling(self):
         pacer = BatchPacer(size=1000, max_size=5000, clock=FakeClock(0.001), sleep=lambda s: None)

@@ -17,26 +17,12 @@ from django.test import override_settings
 from memoryhub.retention import prune as retention
 from sessions_app.models import Message
 from sessions_app.prune import BatchPacer
-from tests.retention.test_batched_deletes import FakeClock, age
+from tests.retention.test_batched_deletes import FakeClock, age, run_batches
 from tests.retention.test_transcript_cap_and_counters import assert_counters_true, chat
 
 postgres_only = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="pg_stat_activity is PostgreSQL's"
 )
-
-
-def run_batches(pacer: BatchPacer, rows: int) -> list[int]:
-    sizes: list[int] = []
-    left = [rows]
-
-    def batch(size: int) -> bool:
-        sizes.append(size)
-        taken = min(size, left[0])
-        left[0] -= taken
-        return taken == size
-
-    pacer.run(batch)
-    return sizes
 
 
 class TestYieldToClients:

@@ -38,16 +38,6 @@ def due(settings: Any, fake_llm: Any) -> None:
 
 
 @pytest.fixture
-def gathered(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """The web process's batches, kept instead of published (a window no test waits out)."""
-    batches: list[list[str]] = []
-    monkeypatch.setattr(
-        pending, "APPEND_REQUESTS", Coalescer(name="test", flush=batches.append, window=3600)
-    )
-    return batches
-
-
-@pytest.fixture
 def published(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The per-session tasks published ("summary:<id>"), kept instead of sent."""
     calls: list[str] = []

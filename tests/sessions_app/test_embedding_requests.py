@@ -33,16 +33,6 @@ TURNS = [
 ]
 
 
-@pytest.fixture
-def gathered(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """The web process's batches, kept instead of published (a window no test waits out)."""
-    batches: list[list[str]] = []
-    monkeypatch.setattr(
-        pending, "APPEND_REQUESTS", Coalescer(name="test", flush=batches.append, window=3600)
-    )
-    return batches
-
-
 def appended_sessions(tenant: Tenant, count: int) -> list[str]:
     api = client_for(api_key_create(tenant=tenant, name="t", scopes=["read", "write"])[1])
     ids = []
