@@ -143,16 +143,9 @@ def embed_appended_sessions(session_ids: list[str]) -> int:
     before their requests went out as `enqueue_appended_requests` (such messages may still be
     queued). Returns how many were enqueued. Run twice, it enqueues twice, and each session's
     task is idempotent."""
-    enqueued = 0
-    for raw in session_ids:
-        try:
-            session_id = uuid.UUID(str(raw))
-        except ValueError:
-            logger.warning("embed_appended_sessions: not a session id: %r", raw)
-            continue
-        embedding.embedding_enqueue(session_id=session_id)
-        enqueued += 1
-    return enqueued
+    return _appended_requests_enqueue(
+        [f"embedding:{raw}" for raw in session_ids], task="embed_appended_sessions"
+    )
 
 
 def append_enqueues() -> dict[str, Callable[..., None]]:
@@ -174,6 +167,10 @@ def enqueue_appended_requests(keys: list[str]) -> int:
     publishes are the worker's, not the request's. Returns how many were enqueued; a key of no
     known kind or session id is logged and skipped. Run twice, it enqueues twice, and each
     task it enqueues is idempotent."""
+    return _appended_requests_enqueue(keys, task="enqueue_appended_requests")
+
+
+def _appended_requests_enqueue(keys: list[str], *, task: str) -> int:
     enqueues = append_enqueues()
     enqueued = 0
     for raw in keys:
@@ -184,7 +181,7 @@ def enqueue_appended_requests(keys: list[str]) -> int:
         except ValueError:
             enqueue = None
         if enqueue is None:
-            logger.warning("enqueue_appended_requests: not a request: %r", raw)
+            logger.warning("%s: not a request: %r", task, raw)
             continue
         enqueue(session_id=session_id)
         enqueued += 1
