@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -34,7 +33,7 @@ from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ApiKeyScope
 from memoryhub.accounts.permissions import InsufficientScope
 from memoryhub.accounts.redaction import rows_redacted, search_redactor
 from memoryhub.accounts.services import end_user_get_or_create
-from memoryhub.core.fields import StrictCharField, StrictUUIDField
+from memoryhub.core.fields import StrictCharField, StrictUUIDField, plain_integer, plain_text
 from memoryhub.core.limits import validate_json_value, validate_text_size
 from memoryhub.core.recall import Mode
 from memoryhub.core.search import EmptySearchQuery
@@ -289,24 +288,7 @@ class FactSearchQuerySerializer(FactFilterQuerySerializer):
 # it is. Anything else (another parameter, a value out of range or of another shape, text it
 # refuses) goes to the serializer, so what it accepts, and every 400 it answers, stays its own.
 _PLAIN_SEARCH_PARAMETERS = frozenset({"q", "user_id", "top_k", "mode"})
-_PLAIN_TOP_K = re.compile(r"[0-9]{1,3}")
 _SEARCH_QUERY_MAX_LENGTH = 1000
-
-
-def _plain_text(value: str | None, *, max_length: int) -> str | None:
-    """A StrictCharField's value (trimmed, not blank, at most `max_length`) for text it takes
-    as it is, else None."""
-    if value is None:
-        return None
-    text = value.strip()
-    # The serializer refuses NUL characters and lone surrogates (which cannot be encoded).
-    if not text or len(text) > max_length or "\x00" in text:
-        return None
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return None
-    return text
 
 
 def _plain_search_query(
@@ -316,20 +298,22 @@ def _plain_search_query(
     as it is, else None. A repeated parameter counts by its last value, as for the serializer."""
     if not _PLAIN_SEARCH_PARAMETERS.issuperset(params):
         return None
-    text = _plain_text(params.get("q"), max_length=_SEARCH_QUERY_MAX_LENGTH)
+    text = plain_text(params.get("q", ""), max_length=_SEARCH_QUERY_MAX_LENGTH, allow_blank=False)
     if text is None:
         return None
     user_id: str | None = None
     if "user_id" in params:
-        user_id = _plain_text(params.get("user_id"), max_length=END_USER_ID_MAX_LENGTH)
+        user_id = plain_text(
+            params.get("user_id", ""), max_length=END_USER_ID_MAX_LENGTH, allow_blank=False
+        )
         if user_id is None:
             return None
     top_k = 10
     if "top_k" in params:
-        raw = params.get("top_k") or ""
-        if not _PLAIN_TOP_K.fullmatch(raw) or not 1 <= int(raw) <= 100:
+        given = plain_integer(params.get("top_k", ""), low=1, high=100)
+        if given is None:
             return None
-        top_k = int(raw)
+        top_k = given
     mode = params.get("mode", "hybrid")
     if mode not in MODES or (mode == "semantic" and user_id is None):
         return None

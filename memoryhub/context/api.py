@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +16,7 @@ from memoryhub.context import (
     render_messages,
 )
 from memoryhub.context.session_context import session_context_for_tenant
-from memoryhub.core.fields import StrictCharField
+from memoryhub.core.fields import StrictCharField, plain_integer, plain_text
 from sessions_app.api.views import NOT_FOUND, SESSION_ID_PARAMETER
 
 MAX_TOKENS_RANGE = (200, 200_000)
@@ -75,7 +74,6 @@ _INTEGER_PARAMETERS = {
     "max_facts": MAX_FACTS_RANGE,
     "facts_max_tokens": FACTS_MAX_TOKENS_RANGE,
 }
-_PLAIN_INTEGER = re.compile(r"[0-9]{1,7}")
 _FORMATS = frozenset({"markdown", "messages"})
 _QUERY_MAX_LENGTH = 1000
 
@@ -88,18 +86,14 @@ def _plain_query(params: Mapping[str, str]) -> dict[str, Any] | None:
         raw = params.get(name)
         if raw is None:
             continue
-        if not _PLAIN_INTEGER.fullmatch(raw) or not low <= int(raw) <= high:
+        number = plain_integer(raw, low=low, high=high)
+        if number is None:
             return None
-        validated[name] = int(raw)
+        validated[name] = number
     query = params.get("query")
     if query is not None:
-        text = query.strip()
-        # The serializer refuses NUL characters and lone surrogates (which cannot be encoded).
-        if len(text) > _QUERY_MAX_LENGTH or "\x00" in text:
-            return None
-        try:
-            text.encode()
-        except UnicodeEncodeError:
+        text = plain_text(query, max_length=_QUERY_MAX_LENGTH, allow_blank=True)
+        if text is None:
             return None
         validated["query"] = text
     format_ = params.get("format", "markdown")
