@@ -108,7 +108,7 @@ def attach_vectors(docs: list[RecallDoc], embed_passages: Callable[[list[str]], 
         docs[row] = dataclasses.replace(doc, vector=vectors[row])
 
 
-def load_embedder() -> Any:
+def load_embedder(*, query_precision: str = "int8") -> Any:
     # The ONNX MiniLM embedder directly: get_embedder() would need Django settings.
     try:
         from memoryhub.llm.embeddings import OnnxMiniLMEmbedder
@@ -116,7 +116,9 @@ def load_embedder() -> Any:
         raise SystemExit(
             f"--mode hybrid/semantic needs memoryhub.llm.embeddings: {error}"
         ) from None
-    return OnnxMiniLMEmbedder()
+    return OnnxMiniLMEmbedder(
+        query_precision=query_precision, cache_dir=ROOT / ".cache" / "embeddings"
+    )
 
 
 def evaluate(
@@ -126,9 +128,10 @@ def evaluate(
     weights: Weights | None,
     captions: bool,
     keep_unknown_evidence: bool,
+    query_precision: str = "int8",
 ) -> None:
     count_tokens = token_counter()
-    embedder = load_embedder() if mode != "lexical" else None
+    embedder = load_embedder(query_precision=query_precision) if mode != "lexical" else None
     recalls: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     skipped = 0
     build_seconds = query_seconds = embed_seconds = 0.0
@@ -304,6 +307,12 @@ def main() -> None:
         help="instead of LoCoMo: time the cold build and queries over N made-up messages",
     )
     parser.add_argument("--queries", type=int, default=200, help="queries per --synthetic size")
+    parser.add_argument(
+        "--query-precision",
+        choices=["int8", "float32"],
+        default="int8",
+        help="how questions are embedded (EMBEDDINGS_QUERY_PRECISION); passages are float32",
+    )
     args = parser.parse_args()
     if args.synthetic:
         measure_synthetic([int(size) for size in args.synthetic.split(",")], queries=args.queries)
@@ -318,6 +327,7 @@ def main() -> None:
         weights=weights,
         captions=args.captions,
         keep_unknown_evidence=args.keep_unknown_evidence,
+        query_precision=args.query_precision,
     )
 
 
