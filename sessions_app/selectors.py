@@ -90,7 +90,17 @@ SELECT "agent_id", "end_user_id",
    ORDER BY "through_seq" DESC LIMIT 1),
   (SELECT "through_seq" FROM "sessions_app_summary"
    WHERE "tenant_id" = %s AND "session_id" = "session"."id"
-   ORDER BY "through_seq" DESC LIMIT 1)
+   ORDER BY "through_seq" DESC LIMIT 1),
+  (SELECT "recall_version" FROM "accounts_enduser"
+   WHERE "id" = "session"."end_user_id" AND "tenant_id" = "session"."tenant_id"),
+  (SELECT "vectors_version" FROM "accounts_enduser"
+   WHERE "id" = "session"."end_user_id" AND "tenant_id" = "session"."tenant_id"),
+  (SELECT COUNT(*) FROM "sessions_app_session" AS "other"
+   WHERE "other"."end_user_id" = "session"."end_user_id"
+   AND "other"."tenant_id" = "session"."tenant_id"),
+  (SELECT COALESCE(SUM("other"."last_seq"), 0) FROM "sessions_app_session" AS "other"
+   WHERE "other"."end_user_id" = "session"."end_user_id"
+   AND "other"."tenant_id" = "session"."tenant_id")
 FROM "sessions_app_session" AS "session"
 WHERE "tenant_id" = %s AND "id" = %s
 """
@@ -104,12 +114,17 @@ class SessionForContext:
     # The current summary (what summary_current returns), None when there is none.
     summary_text: str | None
     summary_through_seq: int | None
+    # The person's recall version token (sessions_app.recall.Token's four numbers, as its
+    # recall_token reads them), so that the relevant history's recall needs no read of its own;
+    # None without a person.
+    person_versions: tuple[int, int, int, int] | None = None
 
 
 def session_get_for_context(*, tenant: Tenant, session_id: str | uuid.UUID) -> SessionForContext:
     """The tenant's session (as `session_get_for_tenant` finds it, or ResourceNotFound) with its
-    current summary (`summary_current`), in one query: the summary is two scalar subqueries on
-    the one session row, each a probe of the unique (session, through_seq) index."""
+    current summary (`summary_current`) and its person's recall version token, in one query:
+    the summary is two scalar subqueries on the one session row, each a probe of the unique
+    (session, through_seq) index; the token four more, over the person's row and sessions."""
     pk = _session_pk(session_id)
     connection = connections[router.db_for_read(Session)]
     db_pk = Session._meta.pk.get_db_prep_value(pk, connection)  # SQLite keeps UUIDs as hex
@@ -118,13 +133,18 @@ def session_get_for_context(*, tenant: Tenant, session_id: str | uuid.UUID) -> S
         row = cursor.fetchone()
     if row is None:
         raise ResourceNotFound("No such session.")
-    agent_id, end_user_id, summary_text, summary_through_seq = row
+    agent_id, end_user_id, summary_text, summary_through_seq, *versions = row
     return SessionForContext(
         id=pk,
         agent_id=agent_id,
         end_user_id=end_user_id,
         summary_text=summary_text,
         summary_through_seq=summary_through_seq,
+        person_versions=(
+            None
+            if end_user_id is None or None in versions
+            else (int(versions[0]), int(versions[1]), int(versions[2]), int(versions[3]))
+        ),
     )
 
 

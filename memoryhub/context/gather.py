@@ -30,7 +30,7 @@ from memoryhub.context.types import (
 from memoryhub.core.search import EmptySearchQuery
 from memoryhub.llm.embeddings import embed_query_ahead
 from sessions_app.models import MessageRole
-from sessions_app.recall import HistoryTooLarge, message_recall, speaker_of
+from sessions_app.recall import HistoryTooLarge, Token, message_recall, speaker_of
 from sessions_app.selectors import (
     TURN_FIELDS,
     SessionForContext,
@@ -56,9 +56,9 @@ def context_inputs_for_session(
 
     Two queries: the last messages with the memories (both lists) and the person's notes, the
     fact search (both owners);
-    with a history share (`budget.max_history_tokens`), the recall adds its version read and,
-    when something matched, the hit rows and their neighbours (and, when the person's cached
-    index is missing or stale beyond new appends, its rebuild)."""
+    with a history share (`budget.max_history_tokens`), the recall adds, when something
+    matched, the hit rows and their neighbours (and, when the person's cached index is missing
+    or stale beyond new appends, its rebuild); its version token came with the session."""
     history_wanted = budget.max_history_tokens > 0 and found.end_user_id is not None
     if query and history_wanted:
         # The relevant history's query vector, embedded beside the reads below and the facts'.
@@ -125,6 +125,7 @@ def context_inputs_for_session(
         history = _relevant_history(
             tenant=tenant,
             end_user_id=end_user_id,
+            token=None if found.person_versions is None else Token(*found.person_versions),
             session_id=found.id,
             # This session's turns from the first one in the verbatim tail on are shown there.
             tail_from_seq=messages[0].seq if messages else None,
@@ -201,6 +202,7 @@ def _relevant_history(
     *,
     tenant: Tenant,
     end_user_id: int,
+    token: Token | None,
     session_id: uuid.UUID,
     tail_from_seq: int | None,
     tail_size: int,
@@ -226,6 +228,7 @@ def _relevant_history(
             top_k=top_k + tail_size,
             accept_newer_appends=True,
             fields=_TURN_FIELDS,
+            token=token,  # read with the session, at the start of the request
         )
     except (EmptySearchQuery, HistoryTooLarge):
         return []

@@ -486,11 +486,35 @@ def test_a_turn_added_to_an_old_session_is_found_once_the_cache_caught_up(
 def test_the_cost_of_the_history(api, new_session, django_assert_max_num_queries):
     api.get(context_url(new_session), {"query": "kitten name"})  # builds the person's index
 
-    # key, session with its summary, policy, messages, memories, fact search, notes; the
-    # recall's version token, its hit rows, and the best hits' neighbours
-    with django_assert_max_num_queries(10):
+    # key, session with its summary and the person's recall version token, policy, messages,
+    # memories, fact search, notes; the recall's hit rows, and the best hits' neighbours
+    with django_assert_max_num_queries(9) as captured:
         body = api.get(context_url(new_session), {"query": "kitten name"}).json()
     assert LUNA in body["content"]
+    # The token came with the session: the recall did not read it again.
+    assert not [q for q in captured.captured_queries if "GROUP BY e.id" in q["sql"]]
+
+
+def test_the_session_read_brings_the_persons_recall_token(tenant, old_session, new_session):
+    from sessions_app.selectors import session_get_for_context
+
+    say(tenant, old_session, ("Caroline", "One more thing about the kitchen."))
+    found = session_get_for_context(tenant=tenant, session_id=new_session.pk)
+
+    assert found.person_versions == tuple(
+        recall.recall_token(tenant_id=tenant.pk, end_user_id=new_session.end_user_id)
+    )
+    assert found.person_versions[2:] == (2, 10)  # two sessions; 7 + 1 and 2 messages
+
+
+def test_a_session_without_a_person_has_no_recall_token(tenant):
+    from sessions_app.selectors import session_get_for_context
+
+    session, _ = services.session_create_or_get(
+        tenant=tenant, user_id=None, agent_id="chat", external_key="nobody"
+    )
+
+    assert session_get_for_context(tenant=tenant, session_id=session.pk).person_versions is None
 
 
 # -- the policy's switch and share, on the policy page and in the admin ----------------------------
