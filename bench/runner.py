@@ -62,9 +62,9 @@ assert tuple(PART_MODULES) == PARTS
 # The import part starts no server (its script runs `manage.py import_memory`).
 OWN_SERVER = ("llm", "recall", "import")
 # The in-process profiles, in this order: the appends' (plain, then with summarization and
-# extraction off and on), a read's, a search's, the context calls'. The cleanup and recall parts
-# have none.
-PROFILED = ("appends", "llm", "reads", "facts", "context")
+# extraction off and on), a read's, a search's, the context calls', the recall's search and
+# context call. The cleanup part has none.
+PROFILED = ("appends", "llm", "reads", "facts", "context", "recall")
 
 
 def prepare(config: Config) -> tuple[Setup, list[str]]:

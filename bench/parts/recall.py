@@ -61,6 +61,7 @@ from bench.parts.context import (
     CONTEXT_FOLLOW_UPS,
     CONTEXT_MAX_TOKENS,
     CONTEXT_OPENERS,
+    CONTEXT_PHASES,
     sections_line,
 )
 from bench.parts.facts import (
@@ -79,6 +80,7 @@ from bench.parts.llm import (
     gathered,
     queued_tasks,
 )
+from bench.profiling import AUTH_PHASES, InProcessClient, Phase, print_profile, profile_requests
 
 if TYPE_CHECKING:
     from memoryhub.accounts.models import Tenant
@@ -1146,6 +1148,54 @@ def run(setup: Setup) -> RecallResult:
     measure_builds(setup=setup, result=result)
     measure_embedding(setup=setup, result=result)
     return result
+
+
+# The query's embedding runs on the request's thread for a search without a person's index
+# cached, and on the embedding-ahead thread otherwise (cProfile sees only this thread: there the
+# wait for it shows as the future's result()).
+QUERY_PHASES: list[Phase] = [
+    (1, "query embedding, this thread (embed_query)", "memoryhub/llm/embeddings.py",
+     "embed_query", "max"),
+    (1, "waiting for the query embedded ahead (Future.result)", "concurrent/futures/_base.py",
+     "result", "max"),
+    (1, "the ranking (rank)", "memoryhub/core/recall/hybrid.py", "rank", "max"),
+]  # fmt: skip
+SEARCH_PHASES: list[Phase] = [
+    *AUTH_PHASES,
+    (1, "the person's index (recall_index_for_person)", "sessions_app/recall.py",
+     "recall_index_for_person", "max"),
+    *QUERY_PHASES,
+    (1, "hit rows (_hit_rows)", "sessions_app/recall.py", "_hit_rows", "max"),
+]  # fmt: skip
+
+
+def profile(setup: Setup, client: InProcessClient) -> dict[str, Any]:
+    """The hybrid search and the context call of the smallest person, in this process: where
+    the time of each goes. Every question is new (no query vector cached), the worst case."""
+    config = setup.config
+    recall = setup.recall
+    assert recall is not None
+    client = InProcessClient(recall.secret)  # the recall tenant's key, not the bench tenant's
+    person = recall.persons[0]
+    results: dict[str, Any] = {}
+    questions = question_stream(4 * config.profile_requests + 200, seed=900, repeat_share=0.0).texts
+    for key, what, path_of, phases in (
+        ("recall_search", "hybrid search", lambda q: search_path(person.external_id, q),
+         SEARCH_PHASES),
+        ("recall_context", "context call with history", lambda q: context_path(person.probe, q),
+         [*CONTEXT_PHASES, *QUERY_PHASES]),
+    ):  # fmt: skip
+        section(f"Profile of one {what} ({person.rows:,}-message person, new questions)")
+
+        def call(index: int, path_of: Any = path_of) -> None:
+            client("GET", path_of(questions[index % len(questions)]), None, 200)
+
+        measured = profile_requests(
+            what=what, request=call, count=config.profile_requests, phases=phases
+        )
+        print_profile(measured, top=True)
+        results[key] = asdict(measured)
+    return results
 
 
 def record(result: RecallResult, setup: Setup) -> dict[str, Any]:
