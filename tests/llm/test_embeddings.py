@@ -10,7 +10,7 @@ import socket
 import struct
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -231,44 +231,42 @@ def test_an_unwritable_cache_directory_derives_for_the_process_alone(
     assert np.abs(query - embedder.embed_passages(["what pet did she get?"])[0]).max() > 1e-4
 
 
-def test_without_the_quantiser_queries_take_the_float32_path(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    offline: None,
-) -> None:
+def _quantiser_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     # What an install without the `onnx` package sees: onnxruntime's quantiser cannot import.
     monkeypatch.setitem(sys.modules, "onnxruntime.quantization", None)
-    embedder = OnnxMiniLMEmbedder(cache_dir=tmp_path)
-
-    with caplog.at_level(logging.WARNING, logger="memoryhub.llm.embeddings"):
-        query = embedder.embed_query("what pet did she get?")
-
-    assert np.abs(query - embedder.embed_passages(["what pet did she get?"])[0]).max() < 1e-6
-    assert "float32" in caplog.text
-    assert _query_copies(tmp_path) == []
 
 
-def test_a_failing_quantiser_leaves_queries_on_the_float32_path(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    offline: None,
-) -> None:
+def _quantiser_failing(monkeypatch: pytest.MonkeyPatch) -> None:
     import onnxruntime.quantization
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("quantiser exploded")
 
     monkeypatch.setattr(onnxruntime.quantization, "quantize_dynamic", broken)
+
+
+@pytest.mark.parametrize(
+    ("break_the_quantiser", "logged"),
+    [(_quantiser_missing, "float32"), (_quantiser_failing, "quantiser exploded")],
+    ids=["missing", "failing"],
+)
+def test_without_a_working_quantiser_queries_take_the_float32_path(
+    break_the_quantiser: Callable[[pytest.MonkeyPatch], None],
+    logged: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    offline: None,
+) -> None:
+    break_the_quantiser(monkeypatch)
     embedder = OnnxMiniLMEmbedder(cache_dir=tmp_path)
 
     with caplog.at_level(logging.WARNING, logger="memoryhub.llm.embeddings"):
         query = embedder.embed_query("what pet did she get?")
 
     assert np.abs(query - embedder.embed_passages(["what pet did she get?"])[0]).max() < 1e-6
-    assert "quantiser exploded" in caplog.text
-    assert list(tmp_path.iterdir()) == []  # no half-derived files left
+    assert logged in caplog.text
+    assert list(tmp_path.iterdir()) == []  # no copy, and no half-derived files left
 
 
 def test_an_unknown_query_precision_is_refused() -> None:
