@@ -16,8 +16,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal, NamedTuple
 
@@ -289,6 +289,10 @@ class MessageRecall:
 class RecallResult:
     mode: Mode  # the mode that ran: hybrid without any vector yet runs as lexical
     hits: list[MessageRecall]
+    # With `neighbours_of`: the messages just before and after those hits (as the index knew
+    # them when it was built) by id, read with the hits, and the ids of the hits they are of.
+    neighbours: Mapping[Hashable, Message | RecalledMessage] = field(default_factory=dict)
+    neighbours_of: frozenset[Hashable] = frozenset()
 
 
 _RECORD_FIELDS = MessageRecord._fields
@@ -450,6 +454,7 @@ def message_recall(
     accept_newer_appends: bool = False,
     fields: Sequence[str] | None = None,
     token: Token | None = None,
+    neighbours_of: int = 0,
 ) -> RecallResult:
     """The person's messages best matching `query`, best first (memoryhub.core.recall.rank).
 
@@ -457,6 +462,9 @@ def message_recall(
     `fields`: the only `Message` fields the caller reads (Message instances holding only
     those, as `.only()` loads them; the others would cost a query each); None loads whole rows,
     as RecalledMessage records. `token`: the person's version token, when just read.
+    `neighbours_of`: the messages around the best this many ranked hits are read in the same
+    statement as the hits (`RecallResult.neighbours`): the index knows their ids. A message
+    appended after the index was built is not among them.
     Raises EmptySearchQuery for a query with no searchable word.
     """
     index = person_index(
@@ -514,7 +522,13 @@ def message_recall(
             since=since,
             until=until,
         )
-        by_id = _hit_rows(tenant_id=tenant.pk, ids=[hit.id for hit in hits], fields=fields)
+        around = {
+            hit.id: [n for n in index.neighbour_ids(hit.row) if n is not None]
+            for hit in hits[:neighbours_of]
+            if hit.row >= 0
+        }
+        ids = dict.fromkeys([*(hit.id for hit in hits), *(n for ns in around.values() for n in ns)])
+        by_id = _hit_rows(tenant_id=tenant.pk, ids=list(ids), fields=fields)
         found = [
             MessageRecall(message=by_id[hit.id], hit=hit)
             for hit in hits
@@ -524,7 +538,12 @@ def message_recall(
             and (role is None or by_id[hit.id].role == role)
         ]
         if len(found) >= top_k or fetch >= len(index) or len(hits) < fetch:
-            return RecallResult(mode=ran, hits=found[:top_k])
+            return RecallResult(
+                mode=ran,
+                hits=found[:top_k],
+                neighbours={n: by_id[n] for ns in around.values() for n in ns if n in by_id},
+                neighbours_of=frozenset(around),
+            )
         want = len(index)
 
 

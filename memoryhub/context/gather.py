@@ -30,7 +30,14 @@ from memoryhub.context.types import (
 from memoryhub.core.search import EmptySearchQuery
 from memoryhub.llm.embeddings import embed_query_ahead
 from sessions_app.models import MessageRole
-from sessions_app.recall import HistoryTooLarge, Token, message_recall, speaker_of
+from sessions_app.recall import (
+    HistoryTooLarge,
+    MessageRecall,
+    RecallResult,
+    Token,
+    message_recall,
+    speaker_of,
+)
 from sessions_app.selectors import (
     TURN_FIELDS,
     SessionForContext,
@@ -44,6 +51,9 @@ RECENT_NOTE_DAYS = 7
 HISTORY_TOKENS_PER_HIT = 40
 HISTORY_MAX_HITS = 100
 HISTORY_NEIGHBOUR_HITS = 3
+# The messages around this many more of the best hits are read with the hits, in case some of
+# the best ones are in the context's verbatim tail (left out of the history).
+HISTORY_NEIGHBOUR_SLACK = 3
 
 
 def context_inputs_for_session(
@@ -198,6 +208,30 @@ def _history_turn(row: Mapping[str, Any]) -> HistoryTurn:
     )
 
 
+def _neighbours_by_place(
+    *, tenant: Tenant, result: RecallResult, best: list[MessageRecall]
+) -> dict[tuple[uuid.UUID, int], Mapping[str, Any]]:
+    """The messages just before and after each of `best`, by (session, seq), as
+    `message_neighbours_for_context` finds them. Mostly read with the hits (the index knows
+    their ids); from the database only around a hit whose neighbours were not read with it, or
+    whose next message the index did not hold (it may have been appended since the build). The
+    previous message of an indexed hit cannot be newer than the index, and a removed one would
+    have rebuilt it."""
+    found: dict[tuple[uuid.UUID, int], Mapping[str, Any]] = {
+        (message.session_id, message.seq): {name: getattr(message, name) for name in _TURN_FIELDS}
+        for message in result.neighbours.values()
+    }
+    unsure = [
+        (r.message.session_id, r.message.seq)
+        for r in best
+        if r.hit.id not in result.neighbours_of
+        or (r.message.session_id, r.message.seq + 1) not in found
+    ]
+    if unsure:
+        found.update(message_neighbours_for_context(tenant=tenant, places=unsure))
+    return found
+
+
 def _relevant_history(
     *,
     tenant: Tenant,
@@ -229,12 +263,13 @@ def _relevant_history(
             accept_newer_appends=True,
             fields=_TURN_FIELDS,
             token=token,  # read with the session, at the start of the request
+            # Room for a few best hits in the verbatim tail, which are left out below.
+            neighbours_of=HISTORY_NEIGHBOUR_HITS + HISTORY_NEIGHBOUR_SLACK,
         )
     except (EmptySearchQuery, HistoryTooLarge):
         return []
     hits = [r for r in result.hits if not in_tail(r.message.session_id, r.message.seq)][:top_k]
-    places = [(r.message.session_id, r.message.seq) for r in hits[:HISTORY_NEIGHBOUR_HITS]]
-    around = message_neighbours_for_context(tenant=tenant, places=places)
+    around = _neighbours_by_place(tenant=tenant, result=result, best=hits[:HISTORY_NEIGHBOUR_HITS])
     history: list[HistoryHit] = []
     for r in hits:
         message = r.message

@@ -5,6 +5,7 @@ verbatim tail, another person or another tenant; off with the policy's switch.""
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
@@ -483,16 +484,74 @@ def test_a_turn_added_to_an_old_session_is_found_once_the_cache_caught_up(
     assert "We also got a hamster called Pip." in body["content"]
 
 
-def test_the_cost_of_the_history(api, new_session, django_assert_max_num_queries):
+def test_the_cost_of_the_history(
+    api, tenant, old_session, new_session, django_assert_max_num_queries
+):
+    # None of the best hits is its session's last message (whose next one the index cannot
+    # vouch for: see the next test).
+    say(tenant, old_session, ("Melanie", "Give her my love."), when=MAY_8)
     api.get(context_url(new_session), {"query": "kitten name"})  # builds the person's index
 
     # key, session with its summary and the person's recall version token, policy, messages,
-    # memories, fact search, notes; the recall's hit rows, and the best hits' neighbours
-    with django_assert_max_num_queries(9) as captured:
+    # memories, fact search, notes; the recall's hit rows with the best hits' neighbours
+    with django_assert_max_num_queries(8) as captured:
         body = api.get(context_url(new_session), {"query": "kitten name"}).json()
-    assert LUNA in body["content"]
-    # The token came with the session: the recall did not read it again.
-    assert not [q for q in captured.captured_queries if "GROUP BY e.id" in q["sql"]]
+    assert f"Caroline: {LUNA}\n  Melanie: Luna is a lovely" in body["content"]
+    sqls = [q["sql"] for q in captured.captured_queries]
+    # The token came with the session, the neighbours with the hits: no statement of their own.
+    assert not [sql for sql in sqls if "GROUP BY e.id" in sql]
+    assert not [sql for sql in sqls if '"seq" IN (' in sql]
+
+
+def test_a_neighbour_appended_after_the_index_was_built_is_still_shown(
+    api, tenant, old_session, new_session
+):
+    # The best hit is its session's last message when the person's index is built ...
+    assert (
+        "nurse in Lisbon" in api.get(context_url(new_session), {"query": "nurse"}).json()["content"]
+    )
+    # ... then the session goes on. The context takes that index once more (it lacks only an
+    # append): the hit's next message is not in it, and is read from the database.
+    say(tenant, old_session, ("Melanie", "Lisbon must be lovely in spring."))
+
+    lines = api.get(context_url(new_session), {"query": "nurse"}).json()["content"].splitlines()
+
+    hit = next(n for n, line in enumerate(lines) if "My sister works as a nurse" in line)
+    # The next line of the hit's block (dated: another day than the hit's).
+    assert lines[hit + 1].endswith("Melanie: Lisbon must be lovely in spring.")
+
+
+@pytest.mark.parametrize(
+    "query",
+    # "morning": the best hits are in the verbatim tail, left out; the next ones are shown.
+    ["kitten name", "kitchen colour", "nurse sister", "morning kitchen", "big news", "weekend"],
+)
+def test_the_neighbours_read_with_the_hits_are_the_databases(
+    tenant, old_session, new_session, query
+):
+    from memoryhub.context import gather
+    from sessions_app.selectors import message_neighbours_for_context
+
+    history = gather._relevant_history(
+        tenant=tenant,
+        end_user_id=new_session.end_user_id,
+        token=None,
+        session_id=new_session.pk,
+        tail_from_seq=1,  # the new session's two turns are its verbatim tail
+        tail_size=2,
+        query=query,
+        top_k=10,
+    )
+
+    assert history
+    for item in history[: gather.HISTORY_NEIGHBOUR_HITS]:
+        places = [(uuid.UUID(item.turn.session_id), item.turn.seq)]
+        expected = sorted(
+            row["id"]
+            for place, row in message_neighbours_for_context(tenant=tenant, places=places).items()
+            if place[0] != new_session.pk  # the verbatim tail's
+        )
+        assert sorted(n.id for n in item.neighbours) == expected
 
 
 def test_the_session_read_brings_the_persons_recall_token(tenant, old_session, new_session):

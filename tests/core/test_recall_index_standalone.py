@@ -111,3 +111,23 @@ def test_without_time_expressions_only_has_time_differs(seed):
         assert rank(full, query, top_k=10, weights=weights) == rank(
             lean, query, top_k=10, weights=weights
         )
+
+
+def test_a_hit_names_its_row_and_the_index_its_neighbours_in_its_session() -> None:
+    # Two conversations, interleaved in time, positions out of order within one of them.
+    docs = [
+        RecallDoc(id="a2", session_key="A", position=2, text="the kitten is grey"),
+        RecallDoc(id="b1", session_key="B", position=1, text="hello there"),
+        RecallDoc(id="a1", session_key="A", position=1, text="we adopted something"),
+        RecallDoc(id="a3", session_key="A", position=3, text="her name is Luna"),
+        RecallDoc(id="b2", session_key="B", position=2, text="a grey kitten? lovely"),
+    ]
+    index = RecallIndex.build(docs)
+
+    hits = rank(index, "grey kitten", top_k=5, mode="lexical")
+
+    assert {index.ids[hit.row] for hit in hits} == {hit.id for hit in hits}
+    neighbours = {hit.id: index.neighbour_ids(hit.row) for hit in hits}
+    assert neighbours["a2"] == ("a1", "a3")
+    assert neighbours["b2"] == ("b1", None)
+    assert index.neighbour_ids(index.ids.index("a1")) == (None, "a2")  # the first of A

@@ -75,6 +75,9 @@ class Hit:
     lexical_score: float
     dense_score: float | None
     signals: Signals
+    # Its row in the index that ranked it (RecallIndex.neighbour_ids takes it); -1 when no
+    # index did (the database's full-text search).
+    row: int = -1
 
 
 def rank(
@@ -397,6 +400,7 @@ def _top(
             lexical_score=lexical_score,
             dense_score=cosine_score if flags[1] else None,
             signals=Signals(*flags),
+            row=row,
         )
         for row, score, lexical_score, cosine_score, *flags in columns
     ]

@@ -121,6 +121,15 @@ class RecallIndex:
     vectors: npt.NDArray[np.float32] | None
     vector_mask: npt.NDArray[np.bool_]
 
+    def neighbour_ids(self, row: int) -> tuple[Hashable | None, Hashable | None]:
+        """The ids of the messages just before and after `row` in its session, as the index
+        holds them (None at either end)."""
+        before, after = int(self.prev_index[row]), int(self.next_index[row])
+        return (
+            self.ids[before] if before >= 0 else None,
+            self.ids[after] if after >= 0 else None,
+        )
+
     def __len__(self) -> int:
         return len(self.ids)
 
