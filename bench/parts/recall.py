@@ -1162,8 +1162,7 @@ QUERY_PHASES: list[Phase] = [
 ]  # fmt: skip
 SEARCH_PHASES: list[Phase] = [
     *AUTH_PHASES,
-    (1, "the person's index (recall_index_for_person)", "sessions_app/recall.py",
-     "recall_index_for_person", "max"),
+    (1, "the person's index (person_index)", "sessions_app/recall.py", "person_index", "max"),
     *QUERY_PHASES,
     (1, "hit rows (_hit_rows)", "sessions_app/recall.py", "_hit_rows", "max"),
 ]  # fmt: skip
