@@ -13,6 +13,7 @@ extra) — and a different token rebuilds it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import uuid
@@ -54,7 +55,8 @@ MODES: tuple[Mode, ...] = ("hybrid", "lexical", "semantic")
 
 
 class HistoryTooLarge(Exception):
-    """The person's history is over RECALL_INDEX_MAX_MESSAGES: no in-process index is built."""
+    """The person's history is over RECALL_INDEX_MAX_MESSAGES, or its index is larger than the
+    whole cache (RECALL_CACHE_MAX_BYTES): no in-process index is used."""
 
 
 class Token(NamedTuple):
@@ -229,6 +231,16 @@ def person_index(
             f"{token.appended} messages: over RECALL_INDEX_MAX_MESSAGES "
             f"({settings.RECALL_INDEX_MAX_MESSAGES})"
         )
+    # An index larger than the whole cache is never kept: without this, every search of the
+    # person (every context call) read and built their whole history again. Until something
+    # is removed, the history only grows, so it stays too large.
+    too_large_at = cache_.oversize(key)
+    if (
+        isinstance(too_large_at, Token)
+        and token.removals == too_large_at.removals
+        and token.appended >= too_large_at.appended
+    ):
+        raise _too_large_for_cache(token)
     if cached is not None and cached[0] != token:
         older = cached[0]
         assert isinstance(older, Token)
@@ -242,7 +254,8 @@ def person_index(
                 if fresh is None:
                     cache_.discard(key)
                     return
-                _index_build(key=key, token=fresh, tenant_id=tenant_id, end_user_id=end_user_id)
+                with contextlib.suppress(HistoryTooLarge):  # remembered: the next use refuses
+                    _index_build(key=key, token=fresh, tenant_id=tenant_id, end_user_id=end_user_id)
 
             after_response(refresh)
             return cached[1]
@@ -250,12 +263,25 @@ def person_index(
 
 
 def _index_build(*, key: Hashable, token: Token, tenant_id: int, end_user_id: int) -> RecallIndex:
-    return index_cache().get_or_build(
+    cache_ = index_cache()
+    index = cache_.get_or_build(
         key,
         token=token,
         build=lambda: RecallIndex.build(
             _docs_for_person(tenant_id=tenant_id, end_user_id=end_user_id)
         ),
+    )
+    if cache_.oversize(key) == token:
+        # Refused from the first search on, as every later one is (person_index), not served
+        # once and refused after.
+        raise _too_large_for_cache(token)
+    return index
+
+
+def _too_large_for_cache(token: Token) -> HistoryTooLarge:
+    return HistoryTooLarge(
+        f"{token.appended} messages: their index is larger than RECALL_CACHE_MAX_BYTES "
+        f"({settings.RECALL_CACHE_MAX_BYTES})"
     )
 
 
@@ -345,13 +371,15 @@ def _hit_rows(
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     found: dict[Hashable, Message | RecalledMessage] = {}
+    # Asked once per read, not per row: each ask walks the signal's receivers.
+    signalled = pre_init.has_listeners(Message) or post_init.has_listeners(Message)
     for row in rows:
         values = row_converted(row=row, converters=converters, connection=db)
         if fields is None:
             record = RecalledMessage(*values)
             found[record.id] = record
         else:
-            message = _partial_message(alias, attnames, values)
+            message = _partial_message(alias, attnames, values, signalled=signalled)
             found[message.pk] = message
     return found
 
@@ -363,11 +391,13 @@ def _concrete_field(name: str) -> models.Field[Any, Any]:
     return field
 
 
-def _partial_message(alias: str, attnames: tuple[str, ...], values: list[Any]) -> Message:
+def _partial_message(
+    alias: str, attnames: tuple[str, ...], values: list[Any], *, signalled: bool
+) -> Message:
     """What `Message.from_db` builds from these columns (the others deferred), without
     Model.__init__'s per-field work: it was most of the cost of the context's ~60 hits. With
-    an init signal receiver connected, from_db itself, so the receiver runs."""
-    if pre_init.has_listeners(Message) or post_init.has_listeners(Message):
+    an init signal receiver connected (`signalled`), from_db itself, so the receiver runs."""
+    if signalled:
         return Message.from_db(alias, attnames, values)
     message = Message.__new__(Message)
     message.__dict__.update(zip(attnames, values, strict=True))
@@ -597,15 +627,14 @@ def messages_search(
                 role=role,
                 token=token,
             )
-        except HistoryTooLarge:
+        except HistoryTooLarge as error:
             # One session of the person: the database's full-text search below serves it.
             if session_id is None or mode == "semantic":
                 raise InvalidInput(
                     field="user_id",
                     message=(
-                        "This person's history is over RECALL_INDEX_MAX_MESSAGES "
-                        f"({settings.RECALL_INDEX_MAX_MESSAGES}) messages: search one of their "
-                        "sessions (session_id, lexical or hybrid)."
+                        f"This person's history is too large to search whole ({error}): "
+                        "search one of their sessions (session_id, lexical or hybrid)."
                     ),
                     code="history_too_large",
                 ) from None

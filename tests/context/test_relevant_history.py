@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryhub.accounts.models import AuditEvent, MemoryPolicy
+from memoryhub.accounts.models import Actor, AuditEvent, MemoryPolicy
 from memoryhub.context import (
     AssembledContext,
     Budget,
@@ -648,6 +648,37 @@ def test_a_history_over_the_index_bound_is_left_out_not_built(api, new_session, 
         recall.index_cache().peek(("messages", new_session.tenant_id, new_session.end_user_id))
         is None
     )
+
+
+def test_a_history_whose_index_outgrows_the_cache_is_built_once_then_refused(
+    api, old_session, new_session, monkeypatch
+):
+    # An index larger than the whole cache is never kept: every search and every context call
+    # read and built the person's whole history again. Now the first use builds it and finds it
+    # too large; later ones refuse at once, until something is removed from the history.
+    monkeypatch.setattr(recall.index_cache(), "max_bytes", 1)
+    built: list[int] = []
+    build = recall.RecallIndex.build
+    monkeypatch.setattr(
+        recall.RecallIndex, "build", lambda docs: built.append(len(docs)) or build(docs)
+    )
+
+    for _ in range(2):
+        refused = api.get("/api/v1/messages/search/", {"q": "kitten Luna", "user_id": USER})
+        assert refused.status_code == 400
+        [error] = refused.json()["error"]["fields"]["user_id"]
+        assert error["code"] == "history_too_large"
+        assert "RECALL_CACHE_MAX_BYTES" in error["message"]
+    context = api.get(context_url(new_session), {"query": "what is the kitten called?"})
+    assert context.status_code == 200
+    assert history_of(context.json()) is None
+    assert "Morning! How are you?" in context.json()["content"]
+    assert len(built) == 1
+
+    # A removal may have shrunk the history: the next use builds it again.
+    services.session_delete(session=old_session, actor=Actor.system("test"))
+    assert api.get(context_url(new_session), {"query": "kitten?"}).status_code == 200
+    assert len(built) == 2
 
 
 def test_a_search_over_the_bound_needs_a_session_and_then_uses_the_database(

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 from memoryhub.core.recall.index import RecallIndex
 
+# How many keys whose index was too large to keep a cache remembers (a few bytes each).
+OVERSIZE_MEMORY = 1024
+
 
 @dataclass(frozen=True, slots=True)
 class CacheStats:
@@ -37,6 +40,9 @@ class IndexCache:
         # One build at a time per key: concurrent readers of a cold person wait for one build
         # instead of each building the same index.
         self._building: dict[Hashable, threading.Lock] = {}
+        # key -> the token of its last build, when that index was larger than the whole cache
+        # (never kept): callers ask `oversize` before building the same history again.
+        self._oversize: OrderedDict[Hashable, Hashable] = OrderedDict()
 
     def get_or_build(
         self, key: Hashable, *, token: Hashable, build: Callable[[], RecallIndex]
@@ -56,6 +62,12 @@ class IndexCache:
             self._building.pop(key, None)
         return index
 
+    def oversize(self, key: Hashable) -> Hashable | None:
+        """The token `key`'s last build was made from, if that index was larger than the whole
+        cache (so it was used once and not kept); None otherwise."""
+        with self._lock:
+            return self._oversize.get(key)
+
     def peek(self, key: Hashable) -> tuple[Hashable, RecallIndex] | None:
         """The entry as it is, whatever its token (for callers that accept a stale copy)."""
         with self._lock:
@@ -70,10 +82,12 @@ class IndexCache:
             entry = self._entries.pop(key, None)
             if entry is not None:
                 self._bytes -= entry[2]
+            self._oversize.pop(key, None)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._oversize.clear()
             self._bytes = 0
 
     def stats(self) -> CacheStats:
@@ -105,7 +119,13 @@ class IndexCache:
             if old is not None:
                 self._bytes -= old[2]
             if size > self.max_bytes:
-                return  # larger than the whole cache: used once, never kept
+                # Larger than the whole cache: used once, never kept.
+                self._oversize[key] = token
+                self._oversize.move_to_end(key)
+                while len(self._oversize) > OVERSIZE_MEMORY:
+                    self._oversize.popitem(last=False)
+                return
+            self._oversize.pop(key, None)
             self._entries[key] = (token, index, size)
             self._bytes += size
             while self._bytes > self.max_bytes and self._entries:
