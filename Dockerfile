@@ -54,7 +54,8 @@ COPY deploy deploy
 # throwaway key exists for these commands alone; it is not kept in any layer's environment.
 RUN DJANGO_SECRET_KEY=build-only-not-a-secret-$(date +%s)-long-enough-for-django-checks \
     sh -c 'python manage.py collectstatic --no-input --verbosity 0 \
-      && python -c "import django; django.setup(); from memoryhub.core.tokens import count_tokens; count_tokens(\"warm\"); from memoryhub.llm.embeddings import get_embedder; get_embedder().embed_query(\"warm\")" \
+      && python -c "import django; django.setup(); from memoryhub.core.tokens import count_tokens; count_tokens(\"warm\")" \
+      && python manage.py embeddings_prepare \
       && ls /opt/memoryhub/embeddings/*-query-int8-*.onnx > /dev/null \
       && python -m compileall -q /app/memoryhub /app/sessions_app /app/facts_app' \
  && mkdir -p /opt/memoryhub && python deploy/licenses.py > /opt/memoryhub/THIRD_PARTY_LICENSES.md

@@ -23,6 +23,7 @@ run: install
 	DJANGO_DEBUG=true $(BIN)/python manage.py migrate --no-input
 	DJANGO_DEBUG=true $(BIN)/python manage.py bootstrap_demo
 	DJANGO_DEBUG=true $(BIN)/python manage.py seed_demo
+	DJANGO_DEBUG=true $(BIN)/python manage.py embeddings_prepare
 	@echo "Serving on http://127.0.0.1:$(PORT)/ (API docs: /api/docs/, admin: /admin/). Ctrl-C stops web, worker and beat."
 	DJANGO_DEBUG=true PORT=$(PORT) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -f Procfile.dev
 

@@ -5,6 +5,7 @@ No database."""
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import socket
 import struct
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from django.core.management import call_command
 
 from memoryhub.llm import LLMPermanentError, LLMTransientError
 from memoryhub.llm import embeddings as emb
@@ -267,6 +269,42 @@ def test_without_a_working_quantiser_queries_take_the_float32_path(
     assert np.abs(query - embedder.embed_passages(["what pet did she get?"])[0]).max() < 1e-6
     assert logged in caplog.text
     assert list(tmp_path.iterdir()) == []  # no copy, and no half-derived files left
+
+
+def test_embeddings_prepare_derives_the_query_copy_once(
+    settings: Any, tmp_path: Path, offline: None
+) -> None:
+    # `make run` and the image's build run it: no one's first search waits for the derivation.
+    settings.EMBEDDINGS_BACKEND = "onnx"
+    settings.EMBEDDINGS_QUERY_PRECISION = "int8"
+    settings.EMBEDDINGS_CACHE_DIR = str(tmp_path)
+    out = io.StringIO()
+
+    call_command("embeddings_prepare", stdout=out)
+    (copy,) = _query_copies(tmp_path)
+    made = copy.stat().st_mtime_ns
+    call_command("embeddings_prepare", stdout=out)
+
+    assert _query_copies(tmp_path) == [copy]
+    assert copy.stat().st_mtime_ns == made
+    assert "queries in int8 ready" in out.getvalue()
+
+
+@pytest.mark.parametrize("backend", ["off", "openai"])
+def test_embeddings_prepare_has_nothing_to_do_without_a_local_model(
+    settings: Any, tmp_path: Path, backend: str, offline: None
+) -> None:
+    settings.EMBEDDINGS_BACKEND = backend
+    settings.EMBEDDINGS_BASE_URL = "http://127.0.0.1:9/v1"  # never asked: offline
+    settings.EMBEDDINGS_MODEL = "remote-model"
+    settings.EMBEDDINGS_DIMENSIONS = 384
+    settings.EMBEDDINGS_CACHE_DIR = str(tmp_path)
+    out = io.StringIO()
+
+    call_command("embeddings_prepare", stdout=out)
+
+    assert f"EMBEDDINGS_BACKEND={backend}: nothing to prepare." in out.getvalue()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_unknown_query_precision_is_refused() -> None:
