@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -158,7 +159,7 @@ def fact_candidates(
     )
     sql, params = query.get_compiler(using=facts.db).as_sql()
     with connections[facts.db].cursor() as cursor:
-        _compiled_timestamps(cursor)
+        compiled_timestamps(cursor)
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     if len(rows) > MAX_CANDIDATES:
@@ -166,7 +167,7 @@ def fact_candidates(
     return [FactCandidate._make(row) for row in rows]
 
 
-def _compiled_timestamps(cursor: CursorWrapper) -> None:
+def compiled_timestamps(cursor: CursorWrapper) -> None:
     """Times read on this cursor by psycopg's own timestamptz loader (compiled) instead of
     Django's, a Python subclass of it that only swaps the tzinfo for the connection's time zone:
     ~3 µs a value, most of a hundred facts' read. With the session's time zone UTC, as Django
@@ -188,7 +189,8 @@ _TIMESTAMPTZ_OID = psycopg.adapters.types["timestamptz"].oid
 # database time. The same rows in the same order as the ORM's statement; {vector} and {owner}
 # are fixed fragments (below).
 _CURRENT_CANDIDATES_SQL = """
-SELECT f."id", f."end_user_id", f."content", f."tags", f."created_at", {vector}
+SELECT f."id", f."end_user_id", f."content", f."tags", f."created_at",
+       {vector} AS "vector_written_at"
 FROM "facts_app_fact" AS f{join}
 WHERE f."tenant_id" = %s AND f."superseded_by_id" IS NULL
   AND (f."valid_until" IS NULL OR f."valid_until" > %s) AND {owner}
@@ -221,20 +223,37 @@ def _current_candidates(
 ) -> list[FactCandidate] | None:
     """fact_candidates(filters=FactFilters()) in a statement built once."""
     connection = connections[router.db_for_read(Fact)]
+    sql, params = current_candidates_query(
+        connection=connection, tenant_id=tenant.pk, end_user_id=end_user_id, tenant_wide=tenant_wide
+    )
+    with connection.cursor() as cursor:
+        compiled_timestamps(cursor)
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return current_candidates_from_rows(rows)
+
+
+def current_candidates_query(
+    *, connection: BaseDatabaseWrapper, tenant_id: int, end_user_id: int | None, tenant_wide: bool
+) -> tuple[str, list[Any]]:
+    """The statement of fact_candidates(filters=FactFilters()) for a tenant not bound to a
+    person, and its parameters: the context reads it with its other reads
+    (memoryhub.context.selectors). Its rows, read raw: current_candidates_from_rows."""
     embedder = get_embedder()
     person = end_user_id is not None
     sql = _CURRENT_CANDIDATES[(embedder is not None, tenant_wide, person)]
     params: list[Any] = [] if embedder is None else [embedder.model_name]
-    params += [tenant.pk, connection.ops.adapt_datetimefield_value(timezone.now())]
+    params += [tenant_id, connection.ops.adapt_datetimefield_value(timezone.now())]
     params += [end_user_id] if person else []
     params.append(MAX_CANDIDATES + 1)
-    with connection.cursor() as cursor:
-        _compiled_timestamps(cursor)
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    if len(rows) > MAX_CANDIDATES:
-        return None
-    return [FactCandidate._make(row) for row in rows]
+    return sql, params
+
+
+def current_candidates_from_rows(rows: Iterable[Sequence[Any]]) -> list[FactCandidate] | None:
+    """The candidates of current_candidates_query's rows, in their order; None when there are
+    more than MAX_CANDIDATES (the caller then searches in the database)."""
+    candidates = [FactCandidate._make(row) for row in rows]
+    return None if len(candidates) > MAX_CANDIDATES else candidates
 
 
 # _current_candidates for a person named by their id string: the person's row joined with their
@@ -281,7 +300,7 @@ def _person_candidates(*, tenant: Tenant, external_id: str) -> PersonCandidates 
     params += [] if embedder is None else [embedder.model_name]
     params += [tenant.pk, external_id, MAX_CANDIDATES + 1]
     with connection.cursor() as cursor:
-        _compiled_timestamps(cursor)
+        compiled_timestamps(cursor)
         cursor.execute(_PERSON_CANDIDATES[embedder is not None], params)
         rows = cursor.fetchall()
     if not rows:
@@ -461,7 +480,7 @@ def _facts_by_id(*, tenant: Tenant, ids: list[int]) -> dict[int, Fact]:
     select, names, converters = _fact_reader(connection)
     sql = f"{select} IN ({', '.join(['%s'] * len(ids))})"
     with connection.cursor() as cursor:
-        _compiled_timestamps(cursor)
+        compiled_timestamps(cursor)
         cursor.execute(sql, [tenant.pk, *ids])
         rows = cursor.fetchall()
     facts: dict[int, Fact] = {}
@@ -647,17 +666,26 @@ class ContextFacts:
 
 
 def fact_recall_for_context(
-    *, tenant: Tenant, end_user_id: int | None, query: str, top_k: int = 10
+    *,
+    tenant: Tenant,
+    end_user_id: int | None,
+    query: str,
+    top_k: int = 10,
+    candidates_read: bool = False,
+    candidates: list[FactCandidate] | None = None,
 ) -> ContextFacts:
     """The `top_k` current facts of the person (none without one) and the `top_k` tenant-wide
     ones (of no person) most relevant to `query`, each best first, ranked apart as
     `fact_recall_for_person` ranks a person's: their scores come from different indexes and do
-    not compare. One query for both once their indexes are cached. Raises EmptySearchQuery."""
+    not compare. One query for both once their indexes are cached, none when the caller has
+    read them already (`candidates_read`: `candidates` is what current_candidates_query's rows
+    gave, person and tenant-wide). Raises EmptySearchQuery."""
     owners: list[int | None] = [None] if end_user_id is None else [end_user_id, None]
     if recall_supported(query):
-        candidates = fact_candidates(
-            tenant=tenant, filters=FactFilters(), end_user_id=end_user_id, tenant_wide=True
-        )
+        if not candidates_read:
+            candidates = fact_candidates(
+                tenant=tenant, filters=FactFilters(), end_user_id=end_user_id, tenant_wide=True
+            )
         if candidates is not None:
             hits: dict[int | None, list[FactHit]] = {}
             for owner in owners:

@@ -15,7 +15,7 @@ from typing import Any
 
 from facts_app.selectors.facts import fact_recall_for_context
 from memoryhub.accounts.models import EndUser, Tenant
-from memoryhub.context.selectors import context_reads_for_session
+from memoryhub.context.selectors import ContextReads, context_reads_for_session
 from memoryhub.context.types import (
     Budget,
     ContextInputs,
@@ -64,16 +64,20 @@ def context_inputs_for_session(
     tenant-wide ones (a session without a person gets these alone); without it the latest user
     message does (seed 004's injection).
 
-    Two queries: the last messages with the memories (both lists) and the person's notes, the
-    fact search (both owners);
-    with a history share (`budget.max_history_tokens`), the recall adds, when something
+    One query: the last messages with the memories (both lists), the person's notes and the
+    facts' ranking candidates (both owners; a tenant bound to a person reads them in a query of
+    their own); with a history share (`budget.max_history_tokens`), the recall adds, when something
     matched, the hit rows and their neighbours (and, when the person's cached index is missing
     or stale beyond new appends, its rebuild); its version token came with the session."""
     history_wanted = budget.max_history_tokens > 0 and found.end_user_id is not None
     if query and history_wanted:
         # The relevant history's query vector, embedded beside the reads below and the facts'.
         embed_query_ahead(query)
-    # The last messages, the memories and the person's notes: one round trip for the three.
+    # The facts are searched for the query, else for the latest user turn the tail brings: with
+    # a share for them, almost every call. Their ranking candidates come with the tail, the
+    # memories and the notes (one round trip for the four), unless a person-bound credential
+    # narrows the tenant (the ORM's way).
+    facts_wanted = budget.max_facts > 0 and tenant.person is None
     reads = context_reads_for_session(
         tenant=tenant,
         session_id=found.id,
@@ -82,6 +86,7 @@ def context_inputs_for_session(
         max_memories=budget.max_memories,
         today=today,
         note_days=RECENT_NOTE_DAYS + 1,
+        with_facts=facts_wanted,
     )
     tail = reads.tail
     messages = [
@@ -114,7 +119,9 @@ def context_inputs_for_session(
     )
     if search_text and not query and history_wanted:
         embed_query_ahead(search_text)
-    facts = _facts(tenant=tenant, end_user_id=end_user_id, query=search_text, budget=budget)
+    facts = _facts(
+        tenant=tenant, end_user_id=end_user_id, query=search_text, budget=budget, reads=reads
+    )
     if end_user_id is None:
         return ContextInputs(
             today=today,
@@ -171,7 +178,7 @@ def context_inputs_for_session(
 
 
 def _facts(
-    *, tenant: Tenant, end_user_id: int | None, query: str, budget: Budget
+    *, tenant: Tenant, end_user_id: int | None, query: str, budget: Budget, reads: ContextReads
 ) -> list[FactItem]:
     """The person's facts best matching `query`, then the tenant-wide ones (each list ranked
     alone; their scores do not compare): `max_facts` of each, so the assembler has the
@@ -180,7 +187,12 @@ def _facts(
         return []
     try:
         found = fact_recall_for_context(
-            tenant=tenant, end_user_id=end_user_id, query=query, top_k=budget.max_facts
+            tenant=tenant,
+            end_user_id=end_user_id,
+            query=query,
+            top_k=budget.max_facts,
+            candidates_read=reads.facts_read,
+            candidates=reads.fact_candidates,
         )
     except EmptySearchQuery:
         return []

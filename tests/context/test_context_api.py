@@ -1,11 +1,17 @@
 """GET /sessions/{id}/context/ end to end: gathered from the database, assembled, rendered."""
 
-import pytest
+import datetime as dt
 
+import pytest
+from django.db import connection
+
+from facts_app.selectors import facts as facts_selectors
+from facts_app.selectors.facts import FactFilters, fact_candidates
 from facts_app.services.facts import fact_create
 from facts_app.services.memories import memory_save
 from memoryhub.accounts.models import MemoryPolicy
 from memoryhub.accounts.services import end_user_get_or_create
+from memoryhub.context.selectors import context_reads_for_session
 from memoryhub.core.tokens import count_tokens
 from sessions_app import services
 from sessions_app.services import MessageInput
@@ -130,16 +136,50 @@ def test_an_outsider_gets_404(outsider_api, chatty_session):
 
 
 def test_the_cost_follows_the_budget_not_the_history(
-    api, chatty_session, django_assert_max_num_queries
+    api, chatty_session, django_assert_num_queries
 ):
     api.get(context_url(chatty_session))
 
-    # key, session with its summary, policy, messages, memories (both lists), fact search
-    # (the person's and the tenant-wide facts together), notes (long-term and daily
-    # together), the recall's version token (no older turn matches here, so no hit rows:
-    # tests/context/test_relevant_history.py counts those)
-    with django_assert_max_num_queries(8):
+    # The key and the policy are cached. The session with its summary and the person's recall
+    # version token; the messages, memories (both lists), notes and the facts' ranking
+    # candidates (the person's and the tenant-wide) together (on SQLite the facts' apart);
+    # the recall's hit rows.
+    with django_assert_num_queries(3 if connection.vendor == "postgresql" else 4):
         api.get(context_url(chatty_session))
+
+
+@pytest.mark.parametrize("max_candidates", [1000, 2])
+def test_the_facts_read_with_the_tail_are_the_ranking_candidates_of_their_own_read(
+    tenant, chatty_session, monkeypatch, max_candidates
+):
+    # 2: the person's two facts and the tenant-wide one are too many; the database ranks them.
+    monkeypatch.setattr(facts_selectors, "MAX_CANDIDATES", max_candidates)
+
+    reads = context_reads_for_session(
+        tenant=tenant,
+        session_id=chatty_session.pk,
+        end_user_id=chatty_session.end_user_id,
+        last=20,
+        max_memories=50,
+        today=dt.date.today(),
+        note_days=7,
+        with_facts=True,
+    )
+    own = fact_candidates(
+        tenant=tenant,
+        filters=FactFilters(),
+        end_user_id=chatty_session.end_user_id,
+        tenant_wide=True,
+    )
+
+    if connection.vendor != "postgresql":
+        # SQLite reads them on their own (a UNION there loses the times' conversion).
+        assert not reads.facts_read
+        return
+    assert reads.facts_read
+    assert reads.fact_candidates == own
+    assert own is None if max_candidates == 2 else len(own) == 3
+    assert len(reads.tail.messages) == 20  # the other parts are still there
 
 
 def section_of(body, name: str):
