@@ -163,7 +163,13 @@ def check_postgres_and_create_database(url: str, admin_url: str) -> dict[str, st
         ) from None
     with conn:
         info: dict[str, str] = {}
-        for setting in ("server_version", "fsync", "synchronous_commit", "shared_buffers"):
+        for setting in (
+            "server_version",
+            "fsync",
+            "synchronous_commit",
+            "shared_buffers",
+            "autovacuum",
+        ):
             row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(setting))).fetchone()
             info[setting] = str(row[0]) if row else "?"
         row = conn.execute(
@@ -172,6 +178,17 @@ def check_postgres_and_create_database(url: str, admin_url: str) -> dict[str, st
         assert row is not None
         info["role"], info["superuser"], info["bypassrls"] = str(row[0]), str(row[1]), str(row[2])
     return info
+
+
+def vacuum_database(url: str) -> float:
+    """VACUUM (ANALYZE) the bench's database as its role (it owns the tables); the seconds it
+    took. Every append leaves a dead version of its session's row (and the cleanup part dead
+    messages): where autovacuum is off (this machine's CI server has it so), they pile up
+    from run to run, and each run measured a more bloated database than the last."""
+    started = time.perf_counter()
+    with pg_connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE)")
+    return time.perf_counter() - started
 
 
 def rls_description(info: dict[str, str]) -> str:

@@ -33,6 +33,7 @@ from bench.harness import (
     rls_description,
     setup_django,
     terminate_on_sigterm,
+    vacuum_database,
 )
 from bench.measure import BenchError, Verdict, say, section, verdicts_table
 from bench.parts import appends, cleanup, context, facts, importing, llm, reads, recall
@@ -75,11 +76,13 @@ def prepare(config: Config) -> tuple[Setup, list[str]]:
     env = django_environment(config.database_url)
     migrate(env)
     setup_django(env)
+    vacuumed = vacuum_database(config.database_url)
     parts = urlsplit(config.database_url)
     say(
         f"database   {parts.hostname}:{parts.port or 5432}/{database_name(config.database_url)}"
         f"  (PostgreSQL {pg['server_version']}, fsync={pg['fsync']}, "
-        f"synchronous_commit={pg['synchronous_commit']}, shared_buffers={pg['shared_buffers']})"
+        f"synchronous_commit={pg['synchronous_commit']}, shared_buffers={pg['shared_buffers']}, "
+        f"autovacuum={pg['autovacuum']}); VACUUM (ANALYZE) before the parts: {vacuumed:.1f} s"
     )
     say(f"role       {rls_description(pg)}")
     say(

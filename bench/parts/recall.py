@@ -903,7 +903,7 @@ def measure_builds(*, setup: Setup, result: RecallResult) -> None:
             + (
                 f"the cache holds {per_cache:,} such persons"
                 if fits
-                else "WARNING: larger than the cache's bound: the person's searches answer history_too_large"
+                else "WARNING: larger than the cache's bound: searches answer history_too_large"
             )
         )
     index_cache().clear()
