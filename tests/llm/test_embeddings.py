@@ -271,6 +271,7 @@ def test_without_a_working_quantiser_queries_take_the_float32_path(
     assert list(tmp_path.iterdir()) == []  # no copy, and no half-derived files left
 
 
+@pytest.mark.django_db  # a management command enters the database's system scope (RLS)
 def test_embeddings_prepare_derives_the_query_copy_once(
     settings: Any, tmp_path: Path, offline: None
 ) -> None:
@@ -290,6 +291,7 @@ def test_embeddings_prepare_derives_the_query_copy_once(
     assert "queries in int8 ready" in out.getvalue()
 
 
+@pytest.mark.django_db
 @pytest.mark.parametrize("backend", ["off", "openai"])
 def test_embeddings_prepare_has_nothing_to_do_without_a_local_model(
     settings: Any, tmp_path: Path, backend: str, offline: None
