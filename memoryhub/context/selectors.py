@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connections, router
 
@@ -97,7 +98,8 @@ def context_reads_for_session(
         today=today,
         days=note_days,
     )
-    facts_sql, facts_params = "", []
+    facts_sql = ""
+    facts_params: list[Any] = []
     # Not on SQLite: a UNION loses the column's declared type there, and with it the conversion
     # of the facts' times (they would come back as text). Their own read follows instead.
     with_facts = with_facts and connection.vendor == "postgresql"
