@@ -162,9 +162,7 @@ def fact_candidates(
         compiled_timestamps(cursor)
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    if len(rows) > MAX_CANDIDATES:
-        return None
-    return [FactCandidate._make(row) for row in rows]
+    return candidates_from_rows(rows)
 
 
 def compiled_timestamps(cursor: CursorWrapper) -> None:
@@ -230,7 +228,7 @@ def _current_candidates(
         compiled_timestamps(cursor)
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    return current_candidates_from_rows(rows)
+    return candidates_from_rows(rows)
 
 
 def current_candidates_query(
@@ -238,7 +236,7 @@ def current_candidates_query(
 ) -> tuple[str, list[Any]]:
     """The statement of fact_candidates(filters=FactFilters()) for a tenant not bound to a
     person, and its parameters: the context reads it with its other reads
-    (memoryhub.context.selectors). Its rows, read raw: current_candidates_from_rows."""
+    (memoryhub.context.selectors). Its rows, read raw: candidates_from_rows."""
     embedder = get_embedder()
     person = end_user_id is not None
     sql = _CURRENT_CANDIDATES[(embedder is not None, tenant_wide, person)]
@@ -249,9 +247,10 @@ def current_candidates_query(
     return sql, params
 
 
-def current_candidates_from_rows(rows: Iterable[Sequence[Any]]) -> list[FactCandidate] | None:
-    """The candidates of current_candidates_query's rows, in their order; None when there are
-    more than MAX_CANDIDATES (the caller then searches in the database)."""
+def candidates_from_rows(rows: Iterable[Sequence[Any]]) -> list[FactCandidate] | None:
+    """The candidates of rows read raw as fact_candidates reads them (id, person, content, tags,
+    created_at, vector_written_at), in their order; None when there are more than
+    MAX_CANDIDATES (the caller then searches in the database)."""
     candidates = [FactCandidate._make(row) for row in rows]
     return None if len(candidates) > MAX_CANDIDATES else candidates
 

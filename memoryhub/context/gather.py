@@ -65,19 +65,18 @@ def context_inputs_for_session(
     message does (seed 004's injection).
 
     One query: the last messages with the memories (both lists), the person's notes and the
-    facts' ranking candidates (both owners; a tenant bound to a person reads them in a query of
-    their own); with a history share (`budget.max_history_tokens`), the recall adds, when something
-    matched, the hit rows and their neighbours (and, when the person's cached index is missing
-    or stale beyond new appends, its rebuild); its version token came with the session."""
+    facts' ranking candidates (both owners; on SQLite, or for a tenant bound to a person, in a
+    query of their own); with a history share (`budget.max_history_tokens`), the recall adds,
+    when something matched, the hit rows and their neighbours (and, when the person's cached
+    index is missing or stale beyond new appends, its rebuild); its version token came with the
+    session."""
     history_wanted = budget.max_history_tokens > 0 and found.end_user_id is not None
     if query and history_wanted:
         # The relevant history's query vector, embedded beside the reads below and the facts'.
         embed_query_ahead(query)
     # The facts are searched for the query, else for the latest user turn the tail brings: with
     # a share for them, almost every call. Their ranking candidates come with the tail, the
-    # memories and the notes (one round trip for the four), unless a person-bound credential
-    # narrows the tenant (the ORM's way).
-    facts_wanted = budget.max_facts > 0 and tenant.person is None
+    # memories and the notes where they can (one round trip for the four).
     reads = context_reads_for_session(
         tenant=tenant,
         session_id=found.id,
@@ -86,7 +85,7 @@ def context_inputs_for_session(
         max_memories=budget.max_memories,
         today=today,
         note_days=RECENT_NOTE_DAYS + 1,
-        with_facts=facts_wanted,
+        with_facts=budget.max_facts > 0,
     )
     tail = reads.tail
     messages = [

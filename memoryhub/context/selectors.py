@@ -12,8 +12,8 @@ from django.db import connections, router
 
 from facts_app.recall import FactCandidate
 from facts_app.selectors.facts import (
+    candidates_from_rows,
     compiled_timestamps,
-    current_candidates_from_rows,
     current_candidates_query,
 )
 from facts_app.selectors.memories import (
@@ -65,7 +65,8 @@ class ContextReads:
     tail: MessageTail
     memories: MemoryLists
     notes: ContextNotes  # none without a person
-    # With `facts_of`: the facts' ranking candidates (None: too many, the database ranks them).
+    # Whether the facts' ranking candidates came with this read (`with_facts`), and they (None:
+    # too many, the database ranks them).
     facts_read: bool = False
     fact_candidates: list[FactCandidate] | None = None
 
@@ -83,9 +84,8 @@ def context_reads_for_session(
 ) -> ContextReads:
     """`message_tail_for_context(last=last)`, `memory_lists_for_context(limit=max_memories)`
     and, for a person, `note_recall_for_context(days=note_days)`, in one query; `with_facts`
-    adds, on PostgreSQL, the facts' ranking candidates (the person's and the tenant-wide ones)
-    that fact_recall_for_context would read (`facts_read` says whether they came; not for a
-    tenant bound to a person, whose narrowing is the ORM's)."""
+    adds the facts' ranking candidates (the person's and the tenant-wide ones) that
+    fact_recall_for_context would read, where they can come this way (`facts_read` says)."""
     limit = max(max_memories, 0)
     connection = connections[router.db_for_read(Message)]
     messages_sql, messages_params = message_tail_query(
@@ -101,11 +101,10 @@ def context_reads_for_session(
     facts_sql = ""
     facts_params: list[Any] = []
     # Not on SQLite: a UNION loses the column's declared type there, and with it the conversion
-    # of the facts' times (they would come back as text). Their own read follows instead.
-    with_facts = with_facts and connection.vendor == "postgresql"
+    # of the facts' times (they would come back as text). Not for a tenant bound to a person:
+    # its narrowing is the ORM's. Their own read follows instead.
+    with_facts = with_facts and connection.vendor == "postgresql" and tenant.person is None
     if with_facts:
-        if tenant.person is not None:
-            raise ValueError("A tenant bound to a person reads its facts through the ORM.")
         candidates_sql, facts_params = current_candidates_query(
             connection=connection, tenant_id=tenant.pk, end_user_id=end_user_id, tenant_wide=True
         )
@@ -139,7 +138,7 @@ def context_reads_for_session(
         ),
         notes=context_notes_from_rows((row[12], row[3]) for row in rows if row[0] == 2),
         facts_read=with_facts,
-        fact_candidates=current_candidates_from_rows(
+        fact_candidates=candidates_from_rows(
             (row[13], row[8], row[3], row[6], row[14], row[15]) for row in rows if row[0] == 3
         )
         if with_facts
