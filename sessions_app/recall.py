@@ -8,7 +8,9 @@ none: sessions_app/pgvector.py). The index is a cache: before each use one query
 person's version token — their `recall_version` (bumped by edits, deletes and purges), their
 `vectors_version` (new vectors) and
 their sessions' count and summed `last_seq` (moved by every append, which so writes nothing
-extra) — and a different token rebuilds it.
+extra) — and a different token brings it up to date: extended with the new messages and vectors
+when nothing was removed or edited (`_index_extended`: only those are read and analysed), built
+again from the whole history otherwise.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import uuid
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 from django.conf import settings
 from django.db import connection, connections, models, router
@@ -34,6 +36,7 @@ from memoryhub.core.errors import InvalidInput, ResourceNotFound
 from memoryhub.core.recall import Hit, RecallDoc, RecallIndex, Signals, rank
 from memoryhub.core.recall.analyzer import query_terms
 from memoryhub.core.recall.cache import IndexCache
+from memoryhub.core.recall.index import epoch_seconds
 from memoryhub.core.rows import column_converters, row_converted
 from memoryhub.core.search import EmptySearchQuery
 from memoryhub.llm.embeddings import (
@@ -163,27 +166,39 @@ def messages_embedded_count(*, end_user: EndUser) -> int:
     ).count()
 
 
-def _docs_for_person(*, tenant_id: int, end_user_id: int) -> list[RecallDoc]:
-    rows = (
-        Message.objects.filter(tenant_id=tenant_id, session__end_user_id=end_user_id)
-        .order_by("created_at", "id")
-        .values_list(
-            "id", "session_id", "seq", "content", "name", "role", "created_at", "token_count"
-        )
+_DOC_COLUMNS = ("id", "session_id", "seq", "content", "name", "role", "created_at", "token_count")
+
+# An index is extended (only the new messages read and analysed) when at most this many of the
+# person's sessions gained messages, and at most this many of its messages had no vector yet
+# (read again by id): past either, the whole history is read, as for a first build.
+EXTEND_MAX_SESSIONS = 64
+EXTEND_MAX_MISSING_VECTORS = 1000
+
+
+def _vectors_in_index() -> bool:
+    """Whether the index holds vectors (an embedder, and no pgvector holding them instead)."""
+    return _model_name() is not None and _database_embedder() is None
+
+
+def _vectors_by_message(
+    *, tenant_id: int, end_user_id: int, message_ids: Sequence[int] | None = None
+) -> dict[int, Any]:
+    """The person's vectors of the current model by message id (of those messages, if given)."""
+    embedder = get_embedder()
+    assert embedder is not None
+    stored = MessageVector.objects.filter(
+        tenant_id=tenant_id, end_user_id=end_user_id, model=embedder.model_name
     )
-    vectors: dict[int, Any] = {}
-    model = _model_name()
-    if model is not None and _database_embedder() is None:
-        stored = list(
-            MessageVector.objects.filter(
-                tenant_id=tenant_id, end_user_id=end_user_id, model=model
-            ).values_list("message_id", "vector")
-        )
-        if stored:
-            embedder = get_embedder()
-            assert embedder is not None
-            matrix = matrix_from_bytes([blob for _, blob in stored], dimensions=embedder.dimensions)
-            vectors = {message_id: matrix[i] for i, (message_id, _) in enumerate(stored)}
+    if message_ids is not None:
+        stored = stored.filter(message_id__in=message_ids)
+    pairs = list(stored.values_list("message_id", "vector"))
+    if not pairs:
+        return {}
+    matrix = matrix_from_bytes([blob for _, blob in pairs], dimensions=embedder.dimensions)
+    return {message_id: matrix[i] for i, (message_id, _) in enumerate(pairs)}
+
+
+def _docs_from_rows(rows: Sequence[tuple[Any, ...]], vectors: Mapping[int, Any]) -> list[RecallDoc]:
     return [
         RecallDoc(
             id=message_id,
@@ -199,6 +214,75 @@ def _docs_for_person(*, tenant_id: int, end_user_id: int) -> list[RecallDoc]:
     ]
 
 
+def _docs_for_person(*, tenant_id: int, end_user_id: int) -> list[RecallDoc]:
+    rows = list(
+        Message.objects.filter(tenant_id=tenant_id, session__end_user_id=end_user_id)
+        .order_by("created_at", "id")
+        .values_list(*_DOC_COLUMNS)
+    )
+    vectors = (
+        _vectors_by_message(tenant_id=tenant_id, end_user_id=end_user_id)
+        if _vectors_in_index()
+        else {}
+    )
+    return _docs_from_rows(rows, vectors)
+
+
+def _index_extended(*, base: RecallIndex, tenant_id: int, end_user_id: int) -> RecallIndex | None:
+    """`base` with the messages appended since it was built and the vectors made since, read
+    by session and seq and by id: the same index as a build from the whole history (the
+    caller has checked that nothing was removed or edited since: the removals token). None
+    when that cannot be had cheaply or exactly (a session gone, too many sessions moved or
+    vectors missing, or new messages older than the newest indexed one, as an import of
+    history brings): the caller builds from the whole history then."""
+    known = base.session_last_positions()
+    sessions = dict(
+        Session.objects.filter(tenant_id=tenant_id, end_user_id=end_user_id).values_list(
+            "id", "last_seq"
+        )
+    )
+    if not known.keys() <= sessions.keys():
+        return None
+    moved = [(sid, known.get(sid, 0)) for sid, last in sessions.items() if last > known.get(sid, 0)]
+    if len(moved) > EXTEND_MAX_SESSIONS:
+        return None
+    rows: list[tuple[Any, ...]] = []
+    if moved:
+        after = models.Q()
+        for session_id, last in moved:
+            after |= models.Q(session_id=session_id, seq__gt=last)
+        rows = list(
+            Message.objects.filter(after, tenant_id=tenant_id)
+            .order_by("created_at", "id")
+            .values_list(*_DOC_COLUMNS)
+        )
+    if rows and len(base):
+        # A build orders the history by (created_at, id): new rows that sort before the newest
+        # indexed one (imported history, a clock step back) would land elsewhere in it.
+        newest = (float(base.created_epoch[-1]), base.ids[-1])
+        first = rows[0]
+        if (epoch_seconds(first[6]), first[0]) < newest:
+            return None
+    vectors: dict[int, Any] = {}
+    old_vectors: dict[Hashable, Any] = {}  # message id -> vector, for messages already in base
+    if _vectors_in_index():
+        # The messages index's ids are Message pks (ints).
+        missing = [cast(int, message_id) for message_id in base.ids_without_vector()]
+        if len(missing) > EXTEND_MAX_MISSING_VECTORS:
+            return None
+        wanted = missing + [int(row[0]) for row in rows]
+        if wanted:
+            vectors = _vectors_by_message(
+                tenant_id=tenant_id, end_user_id=end_user_id, message_ids=wanted
+            )
+        old_vectors = {
+            message_id: vectors[message_id] for message_id in missing if message_id in vectors
+        }
+    if not rows and not old_vectors:
+        return base
+    return base.extended(_docs_from_rows(rows, vectors), vectors=old_vectors)
+
+
 def person_index(
     *,
     tenant_id: int,
@@ -210,7 +294,7 @@ def person_index(
 
     Built before use when anything it holds was removed or edited, and when messages were
     appended (their words must be found at once). New vectors alone do not hold a request up:
-    the cached index is used once more and rebuilt after the response. With
+    the cached index is used once more and brought up to date after the response. With
     `accept_newer_appends` (the context's relevant history, which never shows the newest turns
     of its own session anyway) appends are treated the same way. `token`: the person's token
     when the caller has just read it (with the person: _person_and_token).
@@ -264,13 +348,23 @@ def person_index(
 
 def _index_build(*, key: Hashable, token: Token, tenant_id: int, end_user_id: int) -> RecallIndex:
     cache_ = index_cache()
-    index = cache_.get_or_build(
-        key,
-        token=token,
-        build=lambda: RecallIndex.build(
-            _docs_for_person(tenant_id=tenant_id, end_user_id=end_user_id)
-        ),
-    )
+
+    def build() -> RecallIndex:
+        # Asked here, under the cache's lock for this person: the newest copy, which another
+        # thread may have just built.
+        cached = cache_.peek(key)
+        if cached is not None:
+            older = cached[0]
+            assert isinstance(older, Token)
+            if older.removals == token.removals:
+                extended = _index_extended(
+                    base=cached[1], tenant_id=tenant_id, end_user_id=end_user_id
+                )
+                if extended is not None:
+                    return extended
+        return RecallIndex.build(_docs_for_person(tenant_id=tenant_id, end_user_id=end_user_id))
+
+    index = cache_.get_or_build(key, token=token, build=build)
     if cache_.oversize(key) == token:
         # Refused from the first search on, as every later one is (person_index), not served
         # once and refused after.

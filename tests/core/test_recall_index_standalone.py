@@ -101,7 +101,7 @@ def test_without_time_expressions_only_has_time_differs(seed):
     full = RecallIndex.build(docs)
     lean = RecallIndex.build(docs, time_expressions=False)
 
-    assert_same_index(full, lean, skip=("has_time",))
+    assert_same_index(full, lean, skip=("has_time", "time_expressions"))
     assert not lean.has_time.any()
     # Weights without a "when" boost never read has_time: the same ranking, to the bit.
     weights = Weights(

@@ -11,9 +11,10 @@ import itertools
 import math
 import sys
 from array import array
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -68,7 +69,8 @@ class RecallIndex:
     """The frozen index of one person's messages, in the order they were given (message order).
 
     Build it with `RecallIndex.build(docs)`; docs must come oldest first, since that order breaks
-    ties between equal scores.
+    ties between equal scores. `extended(newer_docs)` is the same index as a build of all the
+    docs, without analysing the old ones again.
     """
 
     __slots__ = (
@@ -83,15 +85,24 @@ class RecallIndex:
         "length_prior",
         "next_index",
         "participants",
+        "positions",
         "post_docs",
         "post_offsets",
         "post_weights",
         "prev_index",
         "session_index",
+        "session_keys",
         "session_order",
         "session_starts",
         "speaker_index",
         "speaker_names",
+        "speaker_rows",
+        "speaker_terms",
+        "speaker_terms_of",
+        "term_offsets",
+        "terms",
+        "time_expressions",
+        "token_counts",
         "vector_mask",
         "vectors",
         "vocabulary",
@@ -120,6 +131,19 @@ class RecallIndex:
     has_time: npt.NDArray[np.bool_]
     vectors: npt.NDArray[np.float32] | None
     vector_mask: npt.NDArray[np.bool_]
+    # What each doc was analysed into, kept so that `extended` analyses only the new docs (the
+    # stemming and the time expressions were ~80 % of a build): session keys by number, each
+    # doc's position, own stems (`terms[term_offsets[i]:term_offsets[i + 1]]`), speaker stems
+    # (as (row, term) pairs, and by speaker), and token count.
+    session_keys: tuple[Hashable, ...]
+    positions: npt.NDArray[np.int64]
+    terms: npt.NDArray[np.int32]
+    term_offsets: npt.NDArray[np.int64]
+    speaker_rows: npt.NDArray[np.int32]
+    speaker_terms: npt.NDArray[np.int32]
+    speaker_terms_of: dict[str, tuple[int, ...]]
+    token_counts: npt.NDArray[np.int64]
+    time_expressions: bool
 
     def neighbour_ids(self, row: int) -> tuple[Hashable | None, Hashable | None]:
         """The ids of the messages just before and after `row` in its session, as the index
@@ -137,32 +161,23 @@ class RecallIndex:
     def has_vectors(self) -> bool:
         return bool(self.vector_mask.any())
 
+    def session_last_positions(self) -> dict[Hashable, int]:
+        """Each session's highest position in the index, by session key."""
+        if not len(self.ids):
+            return {}
+        last = np.maximum.reduceat(self.positions[self.session_order], self.session_starts)
+        return dict(zip(self.session_keys, last.tolist(), strict=True))
+
+    def ids_without_vector(self) -> list[Hashable]:
+        return [self.ids[row] for row in np.flatnonzero(~self.vector_mask).tolist()]
+
     def memory_bytes(self) -> int:
         """About how many bytes the index holds: arrays exactly, vocabulary and ids roughly."""
         arrays = sum(
-            array.nbytes
-            for array in (
-                self.idf,
-                self.post_offsets,
-                self.post_docs,
-                self.post_weights,
-                self.prev_index,
-                self.next_index,
-                self.session_index,
-                self.session_order,
-                self.session_starts,
-                self.speaker_index,
-                self.length_prior,
-                self.created_epoch,
-                self.created_ordinal,
-                self.created_year,
-                self.created_month,
-                self.has_time,
-                self.vector_mask,
-            )
+            value.nbytes
+            for name in self.__slots__
+            if isinstance(value := getattr(self, name), np.ndarray)
         )
-        if self.vectors is not None:
-            arrays += self.vectors.nbytes
         # The dict's own table, each key string, and each term id (an int object of 28 bytes:
         # past 256 they are not shared). Ids are counted shallowly: usually ints or UUIDs.
         # (map over the builtin: the same sums without a Python step per item.)
@@ -172,7 +187,8 @@ class RecallIndex:
             + 28 * len(self.vocabulary)
         )
         ids = sys.getsizeof(self.ids) + sum(map(sys.getsizeof, self.ids))
-        return arrays + vocabulary + ids
+        keys = sys.getsizeof(self.session_keys) + sum(map(sys.getsizeof, self.session_keys))
+        return arrays + vocabulary + ids + keys
 
     @classmethod
     def build(cls, docs: Sequence[RecallDoc], *, time_expressions: bool = True) -> RecallIndex:
@@ -181,109 +197,254 @@ class RecallIndex:
         `time_expressions=False` skips finding which texts name a time (`has_time` is then all
         False): for a caller whose weights never read it (`Weights.when` 0), it is most of the
         build's per-text work after the stemming."""
-        count = len(docs)
         index = cls.__new__(cls)
-        index.ids = tuple(doc.id for doc in docs)
-        if len(set(index.ids)) != count:
-            raise ValueError("RecallDoc ids must be unique within one index.")
-
-        index._link_sessions(docs)
-        index._index_terms(docs)
-        index._store_priors(docs, time_expressions=time_expressions)
-        index._store_vectors(docs)
-        # Shared by every thread that searches a cached person: nobody may change it in place.
-        for name in cls.__slots__:
-            value = getattr(index, name)
-            if isinstance(value, np.ndarray):
-                value.setflags(write=False)
+        index.time_expressions = time_expressions
+        index._analyse(docs, base=None, vectors={})
+        index._assemble()
         return index
 
-    def _link_sessions(self, docs: Sequence[RecallDoc]) -> None:
-        count = len(docs)
-        if len({doc.session_key for doc in docs}) == count:
-            # Every doc its own session (facts): no neighbours, session i is row i. The arrays
-            # the loop below would build, without a Python step per doc.
-            self.prev_index = np.full(count, -1, dtype=np.int32)
-            self.next_index = np.full(count, -1, dtype=np.int32)
-            self.session_index = np.arange(count, dtype=np.int32)
-            self.session_order = np.arange(count, dtype=np.int32)
-            self.session_starts = np.arange(count, dtype=np.int64)
-            return
-        by_session: dict[Hashable, list[int]] = {}
-        for row, doc in enumerate(docs):
-            by_session.setdefault(doc.session_key, []).append(row)
-        prev_index = np.full(count, -1, dtype=np.int32)
-        next_index = np.full(count, -1, dtype=np.int32)
-        session_index = np.empty(count, dtype=np.int32)
-        order: list[int] = []
-        starts: list[int] = []
-        for number, rows in enumerate(by_session.values()):
-            # Stable: equal positions keep the order the messages were given in.
-            rows.sort(key=lambda row: docs[row].position)
-            starts.append(len(order))
-            order.extend(rows)
-            session_index[rows] = number
-            for before, after in itertools.pairwise(rows):
-                next_index[before] = after
-                prev_index[after] = before
-        self.prev_index = prev_index
-        self.next_index = next_index
-        self.session_index = session_index
-        # Rows grouped by session, so a session's best score is one `np.maximum.reduceat`.
-        self.session_order = np.asarray(order, dtype=np.int32)
-        self.session_starts = np.asarray(starts, dtype=np.int64)
+    def extended(
+        self,
+        docs: Sequence[RecallDoc],
+        *,
+        vectors: Mapping[Hashable, npt.NDArray[np.float32]] | None = None,
+    ) -> RecallIndex:
+        """The index of this index's docs followed by `docs`, equal array for array to
+        `build(old_docs + docs)`: only the new docs are analysed (the windows, sums and BM25
+        weights, which depend on every doc, are computed again in numpy). `vectors`: vectors
+        for docs already in this index that had none (made since it was built). This index is
+        not changed (it may be in use by another thread). Raises ValueError as `build` does,
+        and on an id of `vectors` that is not a doc without a vector here."""
+        index = type(self).__new__(type(self))
+        index.time_expressions = self.time_expressions
+        index._analyse(docs, base=self, vectors=vectors or {})
+        index._assemble()
+        return index
 
-    def _index_terms(self, docs: Sequence[RecallDoc]) -> None:
-        count = len(docs)
-        vocabulary: dict[str, int] = {}
+    def _analyse(
+        self,
+        docs: Sequence[RecallDoc],
+        *,
+        base: RecallIndex | None,
+        vectors: Mapping[Hashable, npt.NDArray[np.float32]],
+    ) -> None:
+        """The per-doc columns of `base`'s docs (copied, never changed) followed by `docs`'."""
+        old = 0 if base is None else len(base.ids)
+        count = old + len(docs)
+        self.ids = (() if base is None else base.ids) + tuple(doc.id for doc in docs)
+        if len(set(self.ids)) != count:
+            raise ValueError("RecallDoc ids must be unique within one index.")
+
+        sessions: dict[Hashable, int] = (
+            {} if base is None else {key: n for n, key in enumerate(base.session_keys)}
+        )
+        session_index = np.fromiter(
+            (sessions.setdefault(doc.session_key, len(sessions)) for doc in docs),
+            dtype=np.int32,
+            count=len(docs),
+        )
+        self.session_keys = tuple(sessions)
+        positions = np.fromiter((doc.position for doc in docs), dtype=np.int64, count=len(docs))
+
         # The only per-word Python work: each message's stems as term ids, in one flat typed
         # array. The window, the sums and the BM25 weights are then done in numpy, which is ~5
         # times faster than a dict per message and holds no Python objects per posting.
+        vocabulary: dict[str, int] = {} if base is None else dict(base.vocabulary)
+        speaker_terms_of: dict[str, tuple[int, ...]] = (
+            {} if base is None else dict(base.speaker_terms_of)
+        )
         token_terms = array("i")
         token_counts = array("q")
         speaker_rows = array("i")
         speaker_terms = array("i")
-        speaker_ids: dict[str, list[int]] = {}
-        for row, doc in enumerate(docs):
+        for row, doc in enumerate(docs, start=old):
             own = [vocabulary.setdefault(term, len(vocabulary)) for term in analyze(doc.text)]
             token_terms.extend(own)
             token_counts.append(len(own))
             if doc.speaker:
-                names = speaker_ids.get(doc.speaker)
+                names = speaker_terms_of.get(doc.speaker)
                 if names is None:
-                    names = speaker_ids[doc.speaker] = [
+                    names = speaker_terms_of[doc.speaker] = tuple(
                         vocabulary.setdefault(term, len(vocabulary))
                         for term in analyze(doc.speaker)
-                    ]
+                    )
                 speaker_terms.extend(names)
                 speaker_rows.extend([row] * len(names))
+        self.vocabulary = vocabulary
+        self.speaker_terms_of = speaker_terms_of
+        new_offsets = np.cumsum(np.frombuffer(token_counts, dtype=np.int64))
 
-        if not speaker_ids and not (self.prev_index >= 0).any():
+        speakers: dict[str, int] = (
+            {} if base is None else {name: n for n, name in enumerate(base.speaker_names)}
+        )
+        speaker_index = np.fromiter(
+            (speakers.setdefault(doc.speaker.strip().casefold(), len(speakers)) for doc in docs),
+            dtype=np.int32,
+            count=len(docs),
+        )
+        self.speaker_names = tuple(speakers)
+        self.participants = tuple(name for name in speakers if name)
+
+        epoch = np.full(len(docs), math.nan, dtype=np.float64)
+        ordinal = np.full(len(docs), _NO_DAY, dtype=np.int32)
+        year = np.zeros(len(docs), dtype=np.int16)
+        month = np.zeros(len(docs), dtype=np.int8)
+        for row, doc in enumerate(docs):
+            if doc.created_at is not None:
+                epoch[row] = epoch_seconds(doc.created_at)
+                # The calendar day as the message's own clock saw it: what a person means by
+                # "on 8 May".
+                day = doc.created_at.date()
+                ordinal[row] = day.toordinal()
+                year[row] = day.year
+                month[row] = day.month
+        has_time = (
+            np.fromiter(
+                (has_time_expression(doc.text) for doc in docs), dtype=np.bool_, count=len(docs)
+            )
+            if self.time_expressions
+            else np.zeros(len(docs), dtype=np.bool_)
+        )
+        tokens = np.fromiter(
+            (max(doc.token_count, 0) for doc in docs), dtype=np.int64, count=len(docs)
+        )
+
+        def joined(name: str, new: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            return new if base is None else np.concatenate((getattr(base, name), new))
+
+        self.session_index = joined("session_index", session_index)
+        self.positions = joined("positions", positions)
+        self.terms = joined("terms", np.frombuffer(token_terms, dtype=np.intc).astype(np.int32))
+        self.term_offsets = (
+            np.concatenate(([0], new_offsets)).astype(np.int64)
+            if base is None
+            else np.concatenate((base.term_offsets, base.term_offsets[-1] + new_offsets))
+        )
+        self.speaker_rows = joined(
+            "speaker_rows", np.frombuffer(speaker_rows, dtype=np.intc).astype(np.int32)
+        )
+        self.speaker_terms = joined(
+            "speaker_terms", np.frombuffer(speaker_terms, dtype=np.intc).astype(np.int32)
+        )
+        self.speaker_index = joined("speaker_index", speaker_index)
+        self.created_epoch = joined("created_epoch", epoch)
+        self.created_ordinal = joined("created_ordinal", ordinal)
+        self.created_year = joined("created_year", year)
+        self.created_month = joined("created_month", month)
+        self.has_time = joined("has_time", has_time)
+        self.token_counts = joined("token_counts", tokens)
+        self._take_vectors(docs, base=base, vectors=vectors, count=count)
+
+    def _take_vectors(
+        self,
+        docs: Sequence[RecallDoc],
+        *,
+        base: RecallIndex | None,
+        vectors: Mapping[Hashable, npt.NDArray[np.float32]],
+        count: int,
+    ) -> None:
+        old = count - len(docs)
+        given = [(old + row, doc.id, doc.vector) for row, doc in enumerate(docs)]
+        if vectors:
+            assert base is not None, "vectors for old docs come with a base index"
+            missing = {base.ids[row]: row for row in np.flatnonzero(~base.vector_mask).tolist()}
+            for doc_id, vector in vectors.items():
+                if doc_id not in missing:
+                    raise ValueError(f"RecallDoc {doc_id!r} has a vector already or is unknown.")
+                given.append((missing[doc_id], doc_id, vector))
+        dimension = (
+            base.vectors.shape[1]
+            if base is not None and base.vectors is not None
+            else next((v.shape[-1] for _, _, v in given if v is not None), None)
+        )
+        mask = np.zeros(count, dtype=np.bool_)
+        if base is not None:
+            mask[:old] = base.vector_mask
+        if dimension is None:
+            self.vectors = None
+            self.vector_mask = mask
+            return
+        matrix = np.zeros((count, dimension), dtype=np.float32)
+        if base is not None and base.vectors is not None:
+            matrix[:old] = base.vectors
+        for row, doc_id, value in given:
+            if value is None:
+                continue
+            vector = np.asarray(value, dtype=np.float32).reshape(-1)
+            if vector.shape[0] != dimension:
+                raise ValueError(
+                    f"RecallDoc {doc_id!r} has a {vector.shape[0]}-dimensional vector, "
+                    f"the others {dimension}."
+                )
+            matrix[row] = vector
+            mask[row] = True
+        self.vectors = matrix
+        self.vector_mask = mask
+
+    def _assemble(self) -> None:
+        """What depends on every doc (neighbours, postings, BM25 weights, the length prior),
+        from the per-doc columns, in numpy; then every array made read-only."""
+        self._link_sessions()
+        self._index_terms()
+        length = np.log1p(self.token_counts.astype(np.float64))
+        self.length_prior = _minmax(length).astype(np.float32)
+        # Shared by every thread that searches a cached person: nobody may change it in place.
+        for name in self.__slots__:
+            value = getattr(self, name)
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+
+    def _link_sessions(self) -> None:
+        count = len(self.ids)
+        if len(self.session_keys) == count:
+            # Every doc its own session (facts): no neighbours, session i is row i.
+            self.prev_index = np.full(count, -1, dtype=np.int32)
+            self.next_index = np.full(count, -1, dtype=np.int32)
+            self.session_order = np.arange(count, dtype=np.int32)
+            self.session_starts = np.arange(count, dtype=np.int64)
+            return
+        # Rows grouped by session (numbered by first appearance), by position within one;
+        # lexsort is stable, so equal positions keep the order the messages were given in.
+        order = np.lexsort((self.positions, self.session_index)).astype(np.int32)
+        grouped = self.session_index[order]
+        same = grouped[1:] == grouped[:-1]
+        prev_index = np.full(count, -1, dtype=np.int32)
+        next_index = np.full(count, -1, dtype=np.int32)
+        prev_index[order[1:][same]] = order[:-1][same]
+        next_index[order[:-1][same]] = order[1:][same]
+        self.prev_index = prev_index
+        self.next_index = next_index
+        # Rows grouped by session, so a session's best score is one `np.maximum.reduceat`.
+        self.session_order = order
+        self.session_starts = np.flatnonzero(np.concatenate(([True], ~same))).astype(np.int64)
+
+    def _index_terms(self) -> None:
+        count = len(self.ids)
+        vocabulary_size = len(self.vocabulary)
+        token_counts = np.diff(self.term_offsets)
+        token_terms = self.terms.astype(np.intc)
+        if not self.speaker_rows.size and not (self.prev_index >= 0).any():
             # No window and no speakers (facts): a doc's postings are its own words' counts.
             slices = [
-                _own_postings(
-                    count=count,
-                    token_terms=np.frombuffer(token_terms, dtype=np.intc),
-                    token_counts=np.frombuffer(token_counts, dtype=np.int64),
-                )
+                _own_postings(count=count, token_terms=token_terms, token_counts=token_counts)
             ]
         else:
             slices = _windowed_postings(
                 count=count,
-                vocabulary_size=len(vocabulary),
-                token_terms=np.frombuffer(token_terms, dtype=np.intc),
-                token_counts=np.frombuffer(token_counts, dtype=np.int64),
-                speaker_rows=np.frombuffer(speaker_rows, dtype=np.intc),
-                speaker_terms=np.frombuffer(speaker_terms, dtype=np.intc),
+                vocabulary_size=vocabulary_size,
+                token_terms=token_terms,
+                token_counts=token_counts,
+                speaker_rows=self.speaker_rows.astype(np.intc),
+                speaker_terms=self.speaker_terms.astype(np.intc),
                 prev_index=self.prev_index,
                 next_index=self.next_index,
             )
-        del token_terms, token_counts, speaker_rows, speaker_terms
+        del token_terms, token_counts
         lengths = np.zeros(count, dtype=np.float64)
-        document_frequency = np.zeros(len(vocabulary), dtype=np.int64)
+        document_frequency = np.zeros(vocabulary_size, dtype=np.int64)
         for terms, rows, tf in slices:
             lengths += np.bincount(rows, weights=tf, minlength=count)
-            document_frequency += np.bincount(terms, minlength=len(vocabulary))
+            document_frequency += np.bincount(terms, minlength=vocabulary_size)
         avg_length = float(lengths.mean()) if count and lengths.mean() > 0 else 1.0
 
         # The BM25 saturation depends only on the document, so it is computed once here and a
@@ -302,78 +463,13 @@ class RecallIndex:
             filled += rows.size
         self.post_docs = post_docs
         self.post_weights = post_weights
-        offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+        offsets = np.zeros(vocabulary_size + 1, dtype=np.int64)
         np.cumsum(document_frequency, out=offsets[1:])
         self.post_offsets = offsets
         self.idf = np.log(
             1.0 + (count - document_frequency + 0.5) / (document_frequency + 0.5)
         ).astype(np.float32)
-        self.vocabulary = vocabulary
         self.avg_length = avg_length
-
-    def _store_priors(self, docs: Sequence[RecallDoc], *, time_expressions: bool = True) -> None:
-        count = len(docs)
-        speakers: dict[str, int] = {}
-        speaker_index = np.empty(count, dtype=np.int32)
-        for row, doc in enumerate(docs):
-            key = doc.speaker.strip().casefold()
-            if key not in speakers:
-                speakers[key] = len(speakers)
-            speaker_index[row] = speakers[key]
-        self.speaker_index = speaker_index
-        self.speaker_names = tuple(speakers)
-        self.participants = tuple(name for name in speakers if name)
-
-        length = np.log1p(np.asarray([max(doc.token_count, 0) for doc in docs], dtype=np.float64))
-        self.length_prior = _minmax(length).astype(np.float32)
-
-        epoch = np.full(count, math.nan, dtype=np.float64)
-        ordinal = np.full(count, _NO_DAY, dtype=np.int32)
-        year = np.zeros(count, dtype=np.int16)
-        month = np.zeros(count, dtype=np.int8)
-        for row, doc in enumerate(docs):
-            if doc.created_at is not None:
-                epoch[row] = epoch_seconds(doc.created_at)
-                # The calendar day as the message's own clock saw it: what a person means by
-                # "on 8 May".
-                day = doc.created_at.date()
-                ordinal[row] = day.toordinal()
-                year[row] = day.year
-                month[row] = day.month
-        self.created_epoch = epoch
-        self.created_ordinal = ordinal
-        self.created_year = year
-        self.created_month = month
-        self.has_time = (
-            np.fromiter(
-                (has_time_expression(doc.text) for doc in docs), dtype=np.bool_, count=count
-            )
-            if time_expressions
-            else np.zeros(count, dtype=np.bool_)
-        )
-
-    def _store_vectors(self, docs: Sequence[RecallDoc]) -> None:
-        count = len(docs)
-        mask = np.zeros(count, dtype=np.bool_)
-        dimension = next((doc.vector.shape[-1] for doc in docs if doc.vector is not None), None)
-        if dimension is None:
-            self.vectors = None
-            self.vector_mask = mask
-            return
-        vectors = np.zeros((count, dimension), dtype=np.float32)
-        for row, doc in enumerate(docs):
-            if doc.vector is None:
-                continue
-            vector = np.asarray(doc.vector, dtype=np.float32).reshape(-1)
-            if vector.shape[0] != dimension:
-                raise ValueError(
-                    f"RecallDoc {doc.id!r} has a {vector.shape[0]}-dimensional vector, "
-                    f"the others {dimension}."
-                )
-            vectors[row] = vector
-            mask[row] = True
-        self.vectors = vectors
-        self.vector_mask = mask
 
     def bm25(self, terms: Sequence[str]) -> npt.NDArray[np.float32]:
         """The BM25 score of every message for the distinct query `terms` (0 where none occurs)."""
