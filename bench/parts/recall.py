@@ -608,6 +608,8 @@ class SizeResult:
     history_hits: int
     worker_rss_mb: list[float]
     build_seconds: list[float] = field(default_factory=list)  # cold builds, in-process
+    # A chat turn later (two messages and their vectors): the warm index extended, in-process.
+    extend_seconds: list[float] = field(default_factory=list)
     index_bytes: int = 0
     index_docs: int = 0
     index_has_vectors: bool = False
@@ -906,8 +908,73 @@ def measure_builds(*, setup: Setup, result: RecallResult) -> None:
                 else "WARNING: larger than the cache's bound: searches answer history_too_large"
             )
         )
+        if fits:
+            size.extend_seconds = measure_extensions(
+                recall=recall, person=person, with_vectors=size.index_has_vectors
+            )
+            extend = statistics.median(size.extend_seconds)
+            say(
+                f"{'':>9}  after a chat turn: extended in {extend * 1000:.1f} ms (median of "
+                f"{len(size.extend_seconds)}), {statistics.median(size.build_seconds) / extend:.1f}"
+                " x less than the cold build it replaces"
+            )
     index_cache().clear()
     gc.collect()
+
+
+EXTEND_TURNS = 7
+TURN = (
+    ("user", "By the way, my sister moved to Porto and started a pottery class on Thursdays."),
+    ("assistant", "Porto is lovely in spring. Should I remind you to call her after class?"),
+)
+
+
+def measure_extensions(
+    *, recall: RecallSetup, person: RecallPerson, with_vectors: bool
+) -> list[float]:
+    """In-process, in a transaction rolled back at the end (the person is kept for later runs):
+    `EXTEND_TURNS` chat turns appended to the person's last session, each with its vectors
+    stored as the worker stores them; after each, person_index as the next search calls it.
+    Before the index could be extended, each of those calls built the person's whole index
+    again (the cold build above)."""
+    from django.db import transaction
+
+    from memoryhub.accounts.services import end_user_recall_touch
+    from memoryhub.llm.embeddings import get_embedder, vector_to_bytes
+    from sessions_app.models import MessageVector
+    from sessions_app.recall import index_cache, person_index
+    from sessions_app.services import MessageInput, message_append_batch
+
+    seconds: list[float] = []
+    embedder = get_embedder()
+    with transaction.atomic():
+        for turn in range(EXTEND_TURNS):
+            made = message_append_batch(
+                tenant=recall.tenant,
+                session_id=uuid.UUID(person.sessions[-1]),
+                messages=[MessageInput(role=role, content=content) for role, content in TURN],
+            )
+            if with_vectors and embedder is not None:
+                vectors = random_unit_vectors(len(made), embedder.dimensions, seed=900 + turn)
+                MessageVector.objects.bulk_create(
+                    MessageVector(
+                        tenant=recall.tenant,
+                        message=message,
+                        end_user_id=person.pk,
+                        model=embedder.model_name,
+                        vector=vector_to_bytes(vector),
+                    )
+                    for message, vector in zip(made, vectors, strict=True)
+                )
+                end_user_recall_touch(
+                    tenant=recall.tenant, end_user_ids=[person.pk], vectors_only=True
+                )
+            started = time.perf_counter()
+            person_index(tenant_id=recall.tenant.pk, end_user_id=person.pk)
+            seconds.append(time.perf_counter() - started)
+        transaction.set_rollback(True)
+    index_cache().clear()  # it held the rolled-back turns
+    return seconds
 
 
 def measure_embedding(*, setup: Setup, result: RecallResult) -> None:
@@ -1225,6 +1292,12 @@ def summary(result: RecallResult, config: Config, profiles: dict[str, Any]) -> N
                 f"recall  index  {size.rows:>7,}  cold build "
                 f"{statistics.median(size.build_seconds):.2f} s, memory_bytes "
                 f"{mib(size.index_bytes)} (cache bound {mib(result.cache_max_bytes)} per process)"
+                + (
+                    f"; after a chat turn extended in "
+                    f"{statistics.median(size.extend_seconds) * 1000:.1f} ms"
+                    if size.extend_seconds
+                    else ""
+                )
             )
     if result.embed is not None:
         say(
