@@ -618,6 +618,13 @@ RECALL_CACHE_MAX_BYTES: int = env.int("RECALL_CACHE_MAX_BYTES", default=256 * 10
 # A person with more messages than this gets no in-process index (building one reads the whole
 # history in a request): the context leaves relevant history out, a search needs a session_id.
 RECALL_INDEX_MAX_MESSAGES: int = env.int("RECALL_INDEX_MAX_MESSAGES", default=200_000)
+# For such a person the context's relevant history searches their newest this many messages
+# (an index of its own, extended with appends and cut again once it has grown by a quarter).
+RECALL_HISTORY_WINDOW_MESSAGES: int = env.int("RECALL_HISTORY_WINDOW_MESSAGES", default=50_000)
+if not 1 <= RECALL_HISTORY_WINDOW_MESSAGES <= RECALL_INDEX_MAX_MESSAGES:
+    raise ImproperlyConfigured(
+        "RECALL_HISTORY_WINDOW_MESSAGES must be at least 1 and at most RECALL_INDEX_MAX_MESSAGES."
+    )
 # The MCP server (/mcp/) offers delete_memory and delete_all_memories only when this is on: a
 # model acting on a prompt-injected instruction cannot delete what it is never offered.
 MCP_DESTRUCTIVE_TOOLS: bool = env.bool("MCP_DESTRUCTIVE_TOOLS", default=False)

@@ -173,6 +173,9 @@ _DOC_COLUMNS = ("id", "session_id", "seq", "content", "name", "role", "created_a
 # (read again by id): past either, the whole history is read, as for a first build.
 EXTEND_MAX_SESSIONS = 64
 EXTEND_MAX_MISSING_VECTORS = 1000
+# A window index (RECALL_HISTORY_WINDOW_MESSAGES) extended past this many times its size is
+# cut again from the person's newest messages.
+WINDOW_REGROWTH = 1.25
 
 
 def _vectors_in_index() -> bool:
@@ -181,9 +184,14 @@ def _vectors_in_index() -> bool:
 
 
 def _vectors_by_message(
-    *, tenant_id: int, end_user_id: int, message_ids: Sequence[int] | None = None
+    *,
+    tenant_id: int,
+    end_user_id: int,
+    message_ids: Sequence[int] | None = None,
+    since: dt.datetime | None = None,
 ) -> dict[int, Any]:
-    """The person's vectors of the current model by message id (of those messages, if given)."""
+    """The person's vectors of the current model by message id (of those messages, if given;
+    of the messages made at or after `since`, if given)."""
     embedder = get_embedder()
     assert embedder is not None
     stored = MessageVector.objects.filter(
@@ -191,6 +199,8 @@ def _vectors_by_message(
     )
     if message_ids is not None:
         stored = stored.filter(message_id__in=message_ids)
+    if since is not None:
+        stored = stored.filter(message__created_at__gte=since)
     pairs = list(stored.values_list("message_id", "vector"))
     if not pairs:
         return {}
@@ -214,33 +224,56 @@ def _docs_from_rows(rows: Sequence[tuple[Any, ...]], vectors: Mapping[int, Any])
     ]
 
 
-def _docs_for_person(*, tenant_id: int, end_user_id: int) -> list[RecallDoc]:
-    rows = list(
-        Message.objects.filter(tenant_id=tenant_id, session__end_user_id=end_user_id)
-        .order_by("created_at", "id")
-        .values_list(*_DOC_COLUMNS)
-    )
+def _docs_for_person(
+    *, tenant_id: int, end_user_id: int, newest: int | None = None
+) -> list[RecallDoc]:
+    """The person's messages oldest first (by created_at, then id), with their vectors when
+    the index holds them; with `newest`, only the newest that many."""
+    messages = Message.objects.filter(tenant_id=tenant_id, session__end_user_id=end_user_id)
+    since: dt.datetime | None = None
+    if newest is not None:
+        # The window's oldest message: (created_at, id) of the newest-th from the end.
+        cut = (
+            messages.order_by("-created_at", "-id")
+            .values_list("created_at", "id")[newest - 1 : newest]
+            .first()
+        )
+        if cut is not None:
+            since = cut[0]
+            messages = messages.filter(
+                models.Q(created_at__gt=cut[0]) | models.Q(created_at=cut[0], id__gte=cut[1])
+            )
+    rows = list(messages.order_by("created_at", "id").values_list(*_DOC_COLUMNS))
     vectors = (
-        _vectors_by_message(tenant_id=tenant_id, end_user_id=end_user_id)
+        _vectors_by_message(tenant_id=tenant_id, end_user_id=end_user_id, since=since)
         if _vectors_in_index()
         else {}
     )
     return _docs_from_rows(rows, vectors)
 
 
-def _index_extended(*, base: RecallIndex, tenant_id: int, end_user_id: int) -> RecallIndex | None:
+def _index_extended(
+    *, base: RecallIndex, tenant_id: int, end_user_id: int, window: bool = False
+) -> RecallIndex | None:
     """`base` with the messages appended since it was built and the vectors made since, read
     by session and seq and by id: the same index as a build from the whole history (the
     caller has checked that nothing was removed or edited since: the removals token). None
     when that cannot be had cheaply or exactly (a session gone, too many sessions moved or
     vectors missing, or new messages older than the newest indexed one, as an import of
-    history brings): the caller builds from the whole history then."""
+    history brings): the caller builds from the whole history then.
+
+    With `window` (an index of the person's newest messages only), only the sessions active
+    since the window's oldest message are looked at, and only their messages made since."""
     known = base.session_last_positions()
-    sessions = dict(
-        Session.objects.filter(tenant_id=tenant_id, end_user_id=end_user_id).values_list(
-            "id", "last_seq"
-        )
-    )
+    person_sessions = Session.objects.filter(tenant_id=tenant_id, end_user_id=end_user_id)
+    since: dt.datetime | None = None
+    if window and len(base):
+        # A millisecond early: the epoch went through a float (a message of that millisecond
+        # not in the window is then found older than the newest indexed: a whole build).
+        since = dt.datetime.fromtimestamp(float(base.created_epoch[0]), tz=dt.UTC)
+        since -= dt.timedelta(milliseconds=1)
+        person_sessions = person_sessions.filter(last_active_at__gte=since)
+    sessions = dict(person_sessions.values_list("id", "last_seq"))
     if not known.keys() <= sessions.keys():
         return None
     moved = [(sid, known.get(sid, 0)) for sid, last in sessions.items() if last > known.get(sid, 0)]
@@ -251,11 +284,10 @@ def _index_extended(*, base: RecallIndex, tenant_id: int, end_user_id: int) -> R
         after = models.Q()
         for session_id, last in moved:
             after |= models.Q(session_id=session_id, seq__gt=last)
-        rows = list(
-            Message.objects.filter(after, tenant_id=tenant_id)
-            .order_by("created_at", "id")
-            .values_list(*_DOC_COLUMNS)
-        )
+        new = Message.objects.filter(after, tenant_id=tenant_id)
+        if since is not None:
+            new = new.filter(created_at__gte=since)
+        rows = list(new.order_by("created_at", "id").values_list(*_DOC_COLUMNS))
     if rows and len(base):
         # A build orders the history by (created_at, id): new rows that sort before the newest
         # indexed one (imported history, a clock step back) would land elsewhere in it.
@@ -288,6 +320,7 @@ def person_index(
     tenant_id: int,
     end_user_id: int,
     accept_newer_appends: bool = False,
+    newest_window: bool = False,
     token: Token | None = None,
 ) -> RecallIndex | None:
     """The person's index; None when the person is gone (erased).
@@ -296,35 +329,41 @@ def person_index(
     appended (their words must be found at once). New vectors alone do not hold a request up:
     the cached index is used once more and brought up to date after the response. With
     `accept_newer_appends` (the context's relevant history, which never shows the newest turns
-    of its own session anyway) appends are treated the same way. `token`: the person's token
-    when the caller has just read it (with the person: _person_and_token).
+    of its own session anyway) appends are treated the same way. With `newest_window` (the
+    context), a person over RECALL_INDEX_MAX_MESSAGES gets the index of their newest
+    RECALL_HISTORY_WINDOW_MESSAGES messages instead of HistoryTooLarge. `token`: the person's
+    token when the caller has just read it (with the person: _person_and_token).
     """
-    key = ("messages", tenant_id, end_user_id)
     cache_ = index_cache()
     if token is None:
         token = recall_token(tenant_id=tenant_id, end_user_id=end_user_id)
     if token is None:
-        cache_.discard(key)
+        for windowed in (False, True):
+            cache_.discard(
+                _index_key(tenant_id=tenant_id, end_user_id=end_user_id, window=windowed)
+            )
         return None
-    cached = cache_.peek(key)
     # Building an index reads the whole history inside the request: for a person with a million
     # messages that outlasted gunicorn's timeout, the worker was killed and the next request
-    # began again. Past the bound, callers take the database's search (or leave the section out).
-    if token.appended > settings.RECALL_INDEX_MAX_MESSAGES:
+    # began again. Past the bound, callers take the database's search, or (the context) an
+    # index of the newest messages only.
+    window = token.appended > settings.RECALL_INDEX_MAX_MESSAGES
+    if window and not newest_window:
         raise HistoryTooLarge(
             f"{token.appended} messages: over RECALL_INDEX_MAX_MESSAGES "
             f"({settings.RECALL_INDEX_MAX_MESSAGES})"
         )
+    key = _index_key(tenant_id=tenant_id, end_user_id=end_user_id, window=window)
     # An index larger than the whole cache is never kept: without this, every search of the
     # person (every context call) read and built their whole history again. Until something
-    # is removed, the history only grows, so it stays too large.
-    too_large_at = cache_.oversize(key)
-    if (
-        isinstance(too_large_at, Token)
-        and token.removals == too_large_at.removals
-        and token.appended >= too_large_at.appended
-    ):
+    # is removed, the history only grows, so it stays too large. The context then takes the
+    # newest window too.
+    if not window and newest_window and _known_too_large(key=key, token=token):
+        window = True
+        key = _index_key(tenant_id=tenant_id, end_user_id=end_user_id, window=window)
+    if _known_too_large(key=key, token=token):
         raise _too_large_for_cache(token)
+    cached = cache_.peek(key)
     if cached is not None and cached[0] != token:
         older = cached[0]
         assert isinstance(older, Token)
@@ -338,16 +377,44 @@ def person_index(
                 if fresh is None:
                     cache_.discard(key)
                     return
+                if not window and fresh.appended > settings.RECALL_INDEX_MAX_MESSAGES:
+                    return  # crossed the bound meanwhile: the next use decides
                 with contextlib.suppress(HistoryTooLarge):  # remembered: the next use refuses
-                    _index_build(key=key, token=fresh, tenant_id=tenant_id, end_user_id=end_user_id)
+                    _index_build(
+                        key=key,
+                        token=fresh,
+                        tenant_id=tenant_id,
+                        end_user_id=end_user_id,
+                        window=window,
+                    )
 
             after_response(refresh)
             return cached[1]
-    return _index_build(key=key, token=token, tenant_id=tenant_id, end_user_id=end_user_id)
+    return _index_build(
+        key=key, token=token, tenant_id=tenant_id, end_user_id=end_user_id, window=window
+    )
 
 
-def _index_build(*, key: Hashable, token: Token, tenant_id: int, end_user_id: int) -> RecallIndex:
+def _known_too_large(*, key: Hashable, token: Token) -> bool:
+    """Whether the index under `key` was found larger than the whole cache at a token that
+    this one only adds to."""
+    too_large_at = index_cache().oversize(key)
+    return (
+        isinstance(too_large_at, Token)
+        and token.removals == too_large_at.removals
+        and token.appended >= too_large_at.appended
+    )
+
+
+def _index_key(*, tenant_id: int, end_user_id: int, window: bool) -> Hashable:
+    return ("messages-window" if window else "messages", tenant_id, end_user_id)
+
+
+def _index_build(
+    *, key: Hashable, token: Token, tenant_id: int, end_user_id: int, window: bool = False
+) -> RecallIndex:
     cache_ = index_cache()
+    newest = int(settings.RECALL_HISTORY_WINDOW_MESSAGES) if window else None
 
     def build() -> RecallIndex:
         # Asked here, under the cache's lock for this person: the newest copy, which another
@@ -358,11 +425,16 @@ def _index_build(*, key: Hashable, token: Token, tenant_id: int, end_user_id: in
             assert isinstance(older, Token)
             if older.removals == token.removals:
                 extended = _index_extended(
-                    base=cached[1], tenant_id=tenant_id, end_user_id=end_user_id
+                    base=cached[1], tenant_id=tenant_id, end_user_id=end_user_id, window=window
                 )
-                if extended is not None:
+                # A window grown by a quarter by appends is cut again from the newest.
+                if extended is not None and (
+                    newest is None or len(extended) <= newest * WINDOW_REGROWTH
+                ):
                     return extended
-        return RecallIndex.build(_docs_for_person(tenant_id=tenant_id, end_user_id=end_user_id))
+        return RecallIndex.build(
+            _docs_for_person(tenant_id=tenant_id, end_user_id=end_user_id, newest=newest)
+        )
 
     index = cache_.get_or_build(key, token=token, build=build)
     if cache_.oversize(key) == token:
@@ -576,6 +648,7 @@ def message_recall(
     role: str | None = None,
     exclude_ids: Sequence[int] = (),
     accept_newer_appends: bool = False,
+    newest_window: bool = False,
     fields: Sequence[str] | None = None,
     token: Token | None = None,
     neighbours_of: int = 0,
@@ -588,13 +661,15 @@ def message_recall(
     as RecalledMessage records. `token`: the person's version token, when just read.
     `neighbours_of`: the messages around the best this many ranked hits are read in the same
     statement as the hits (`RecallResult.neighbours`): the index knows their ids. A message
-    appended after the index was built is not among them.
+    appended after the index was built is not among them. `accept_newer_appends` and
+    `newest_window`: as person_index takes them.
     Raises EmptySearchQuery for a query with no searchable word.
     """
     index = person_index(
         tenant_id=tenant.pk,
         end_user_id=end_user.pk,
         accept_newer_appends=accept_newer_appends,
+        newest_window=newest_window,
         token=token,
     )
     if index is None or len(index) == 0:

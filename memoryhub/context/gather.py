@@ -272,6 +272,8 @@ def _relevant_history(
             query=query,
             top_k=top_k + tail_size,
             accept_newer_appends=True,
+            # A person over RECALL_INDEX_MAX_MESSAGES: their newest messages are searched.
+            newest_window=True,
             fields=_TURN_FIELDS,
             token=token,  # read with the session, at the start of the request
             # Room for a few best hits in the verbatim tail, which are left out below.

@@ -633,21 +633,58 @@ def test_the_audit_names_the_share_only_when_it_changed(editor, tenant):
     assert updated.detail["changes"]["context_history_tokens"] == 700
 
 
-def test_a_history_over_the_index_bound_is_left_out_not_built(api, new_session, settings):
-    # 9 turns: over a bound of 5. Building the index would read the whole history in the
-    # request (a million messages outlasted gunicorn's timeout); the context answers without it.
+def test_a_history_over_the_index_bound_is_searched_in_its_newest_window(
+    api, tenant, new_session, settings, monkeypatch
+):
+    # 9 turns: over a bound of 5. Building the index of the whole history would read it in the
+    # request (a million messages outlasted gunicorn's timeout); the context searches the
+    # newest 4 messages instead.
+    settings.RECALL_INDEX_MAX_MESSAGES = 5
+    settings.RECALL_HISTORY_WINDOW_MESSAGES = 4
+    built: list[int] = []
+    build = recall.RecallIndex.build
+    monkeypatch.setattr(
+        recall.RecallIndex, "build", lambda docs, **kw: built.append(len(docs)) or build(docs)
+    )
+
+    # "Luna" is the 5th of the old session's 7 turns: older than the newest 4.
+    old = api.get(context_url(new_session), {"query": "what is the kitten called?"}).json()
+    assert history_of(old) is None or LUNA not in old["content"]
+    assert built == [4]
+    # The old session's last turn is among them (the new session's are its verbatim tail).
+    body = api.get(context_url(new_session), {"query": "where does her sister work?"}).json()
+    assert "My sister works as a nurse in Lisbon." in body["content"]
+    assert history_of(body)["included"]
+    assert "Morning! How are you?" in body["content"]  # the verbatim tail is still there
+    key = ("messages-window", new_session.tenant_id, new_session.end_user_id)
+    assert len(recall.index_cache().peek(key)[1]) == 4
+    assert recall.index_cache().peek(("messages", *key[1:])) is None  # no whole-history index
+
+    # Appends extend the window (the context's next call takes them in after its response) ...
+    say(tenant, new_session, ("Caroline", "We are thinking of a trip to Porto."))
+    for _ in range(2):
+        body = api.get(context_url(new_session), {"query": "Porto trip"}).json()
+    assert len(recall.index_cache().peek(key)[1]) == 5
+    assert built == [4]
+    # ... until it has grown by a quarter: then it is cut again from the newest 4.
+    say(tenant, new_session, ("Melanie", "Porto is lovely in May."))
+    for _ in range(2):
+        api.get(context_url(new_session), {"query": "Porto trip"})
+    assert built == [4, 4]
+    assert len(recall.index_cache().peek(key)[1]) == 4
+
+
+def test_a_search_over_the_index_bound_is_still_refused_without_a_session(
+    api, new_session, settings
+):
+    # The search is asked for the person's history: a window of it would answer as if the
+    # older part held nothing.
     settings.RECALL_INDEX_MAX_MESSAGES = 5
 
-    response = api.get(context_url(new_session), {"query": "what is the kitten called?"})
+    refused = api.get("/api/v1/messages/search/", {"q": "kitten Luna", "user_id": USER})
 
-    assert response.status_code == 200
-    body = response.json()
-    assert history_of(body) is None
-    assert "Morning! How are you?" in body["content"]  # the verbatim tail is still there
-    assert (
-        recall.index_cache().peek(("messages", new_session.tenant_id, new_session.end_user_id))
-        is None
-    )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["fields"]["user_id"][0]["code"] == "history_too_large"
 
 
 def test_a_history_whose_index_outgrows_the_cache_is_built_once_then_refused(
@@ -669,16 +706,39 @@ def test_a_history_whose_index_outgrows_the_cache_is_built_once_then_refused(
         [error] = refused.json()["error"]["fields"]["user_id"]
         assert error["code"] == "history_too_large"
         assert "RECALL_CACHE_MAX_BYTES" in error["message"]
-    context = api.get(context_url(new_session), {"query": "what is the kitten called?"})
-    assert context.status_code == 200
-    assert history_of(context.json()) is None
-    assert "Morning! How are you?" in context.json()["content"]
-    assert len(built) == 1
+    # The context then tries the newest window (RECALL_HISTORY_WINDOW_MESSAGES) once: here
+    # also too large, and remembered as such.
+    for _ in range(2):
+        context = api.get(context_url(new_session), {"query": "what is the kitten called?"})
+        assert context.status_code == 200
+        assert history_of(context.json()) is None
+        assert "Morning! How are you?" in context.json()["content"]
+    assert built == [9, 9]
 
     # A removal may have shrunk the history: the next use builds it again.
     services.session_delete(session=old_session, actor=Actor.system("test"))
     assert api.get(context_url(new_session), {"query": "kitten?"}).status_code == 200
-    assert len(built) == 2
+    assert built == [9, 9, 2]
+
+
+def test_a_history_too_large_for_the_cache_is_searched_in_its_newest_window(
+    api, new_session, settings, monkeypatch
+):
+    settings.RECALL_HISTORY_WINDOW_MESSAGES = 4
+    person = {"tenant_id": new_session.tenant_id, "end_user_id": new_session.end_user_id}
+    whole = recall.RecallIndex.build(recall._docs_for_person(**person)).memory_bytes()
+    window = recall.RecallIndex.build(recall._docs_for_person(**person, newest=4)).memory_bytes()
+    assert window < whole
+    monkeypatch.setattr(recall.index_cache(), "max_bytes", (window + whole) // 2)
+
+    # The first call builds the whole history's index and finds it too large (no history) ...
+    first = api.get(context_url(new_session), {"query": "where does her sister work?"}).json()
+    assert history_of(first) is None
+    # ... the next ones search the newest window.
+    body = api.get(context_url(new_session), {"query": "where does her sister work?"}).json()
+
+    assert history_of(body)["included"]
+    assert "My sister works as a nurse in Lisbon." in body["content"]
 
 
 def test_a_search_over_the_bound_needs_a_session_and_then_uses_the_database(
