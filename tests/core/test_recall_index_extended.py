@@ -150,3 +150,23 @@ def test_session_last_positions_and_the_docs_without_vectors():
     assert index.session_last_positions() == {"a": 4, "b": 7}
     assert index.ids_without_vector() == [1, 2, 4]
     assert RecallIndex.build([]).session_last_positions() == {}
+
+
+def test_docs_placed_between_older_ones_of_their_session_relink_those():
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    docs = [
+        RecallDoc(id=n, session_key="a", position=p, text=t, speaker="Ana", created_at=start)
+        for n, (p, t) in enumerate(
+            [(1, "green tea"), (2, "dark coffee"), (5, "night shift"), (6, "the nurse")]
+        )
+    ]
+    later = [
+        RecallDoc(id=10, session_key="a", position=3, text="peanut allergy", created_at=start),
+        RecallDoc(id=11, session_key="b", position=1, text="green mode", created_at=start),
+        RecallDoc(id=12, session_key="a", position=0, text="running week", created_at=start),
+    ]
+
+    index = RecallIndex.build(docs).extended(later)
+
+    assert_same_index(index, RecallIndex.build(docs + later))
+    assert index.neighbour_ids(1) == (0, 10)  # "dark coffee" now runs into the new turn

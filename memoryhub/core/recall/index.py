@@ -88,6 +88,7 @@ class RecallIndex:
         "positions",
         "post_docs",
         "post_offsets",
+        "post_tf",
         "post_weights",
         "prev_index",
         "session_index",
@@ -114,6 +115,7 @@ class RecallIndex:
     post_offsets: npt.NDArray[np.int64]
     post_docs: npt.NDArray[np.int32]
     post_weights: npt.NDArray[np.float32]
+    post_tf: npt.NDArray[np.float32]  # each posting's weighted count, before BM25 (extended)
     avg_length: float
     prev_index: npt.NDArray[np.int32]
     next_index: npt.NDArray[np.int32]
@@ -200,7 +202,7 @@ class RecallIndex:
         index = cls.__new__(cls)
         index.time_expressions = time_expressions
         index._analyse(docs, base=None, vectors={})
-        index._assemble()
+        index._assemble(base=None)
         return index
 
     def extended(
@@ -218,7 +220,7 @@ class RecallIndex:
         index = type(self).__new__(type(self))
         index.time_expressions = self.time_expressions
         index._analyse(docs, base=self, vectors=vectors or {})
-        index._assemble()
+        index._assemble(base=self)
         return index
 
     def _analyse(
@@ -381,11 +383,15 @@ class RecallIndex:
         self.vectors = matrix
         self.vector_mask = mask
 
-    def _assemble(self) -> None:
+    def _assemble(self, *, base: RecallIndex | None) -> None:
         """What depends on every doc (neighbours, postings, BM25 weights, the length prior),
-        from the per-doc columns, in numpy; then every array made read-only."""
+        from the per-doc columns, in numpy (the postings from `base`'s, when extending it);
+        then every array made read-only."""
         self._link_sessions()
-        self._index_terms()
+        if base is None:
+            self._index_terms()
+        else:
+            self._index_terms_extending(base)
         length = np.log1p(self.token_counts.astype(np.float64))
         self.length_prior = _minmax(length).astype(np.float32)
         # Shared by every thread that searches a cached person: nobody may change it in place.
@@ -440,30 +446,79 @@ class RecallIndex:
                 next_index=self.next_index,
             )
         del token_terms, token_counts
-        lengths = np.zeros(count, dtype=np.float64)
         document_frequency = np.zeros(vocabulary_size, dtype=np.int64)
-        for terms, rows, tf in slices:
-            lengths += np.bincount(rows, weights=tf, minlength=count)
+        for terms, _, _ in slices:
             document_frequency += np.bincount(terms, minlength=vocabulary_size)
-        avg_length = float(lengths.mean()) if count and lengths.mean() > 0 else 1.0
-
-        # The BM25 saturation depends only on the document, so it is computed once here and a
-        # query only sums idf times the stored weight. Filled slice by slice, each slice freed
-        # as soon as it is copied: the whole posting list is never held twice.
+        # Copied slice by slice, each slice freed as soon as it is copied: the whole posting
+        # list is never held twice.
         total = int(document_frequency.sum())
         post_docs = np.empty(total, dtype=np.int32)
-        post_weights = np.empty(total, dtype=np.float32)
+        post_tf = np.empty(total, dtype=np.float32)
         filled = 0
         slices.reverse()
         while slices:
             _, rows, tf = slices.pop()
-            norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[rows] / avg_length)
             post_docs[filled : filled + rows.size] = rows
-            post_weights[filled : filled + rows.size] = tf * (BM25_K1 + 1.0) / (tf + norm)
+            post_tf[filled : filled + rows.size] = tf
             filled += rows.size
+        self._weigh(post_docs=post_docs, post_tf=post_tf, document_frequency=document_frequency)
+
+    def _index_terms_extending(self, base: RecallIndex) -> None:
+        """_index_terms' postings, from `base`'s: only the postings of the new docs and of the
+        old ones whose window changed (the last message of a session that went on) are
+        computed, then merged into the old ones in order. Equal to _index_terms' (each
+        posting's parts are summed in the same order); sorting only the changed ones is what
+        makes an extension of a big index cheap."""
+        old = len(base.ids)
+        count = len(self.ids)
+        changed = np.flatnonzero(
+            (self.prev_index[:old] != base.prev_index) | (self.next_index[:old] != base.next_index)
+        )
+        targets = np.zeros(count, dtype=np.bool_)
+        targets[changed] = True
+        targets[old:] = True
+        terms, rows, tf = _postings_of_rows(
+            targets=targets,
+            terms=self.terms,
+            term_offsets=self.term_offsets,
+            speaker_rows=self.speaker_rows,
+            speaker_terms=self.speaker_terms,
+            prev_index=self.prev_index,
+            next_index=self.next_index,
+        )
+        old_terms = np.repeat(
+            np.arange(len(base.vocabulary), dtype=np.int64), np.diff(base.post_offsets)
+        )
+        keep = ~targets[base.post_docs]
+        old_keys = (old_terms[keep] << 32) | base.post_docs[keep].astype(np.int64)
+        new_keys = (terms.astype(np.int64) << 32) | rows.astype(np.int64)
+        at = np.searchsorted(old_keys, new_keys)
+        keys = np.insert(old_keys, at, new_keys)
+        post_tf = np.insert(base.post_tf[keep], at, tf)
+        document_frequency = np.bincount(keys >> 32, minlength=len(self.vocabulary))
+        post_docs = (keys & 0xFFFFFFFF).astype(np.int32)
+        self._weigh(post_docs=post_docs, post_tf=post_tf, document_frequency=document_frequency)
+
+    def _weigh(
+        self,
+        *,
+        post_docs: npt.NDArray[np.int32],
+        post_tf: npt.NDArray[np.float32],
+        document_frequency: npt.NDArray[np.int64],
+    ) -> None:
+        """The BM25 weights of the postings (doc-ordered by term, then row), their offsets and
+        the terms' idf. The saturation depends only on the document, so it is computed once
+        here and a query only sums idf times the stored weight."""
+        count = len(self.ids)
+        # One pass over every posting, in their order: the same sums whether the postings came
+        # in slices (a build) or merged (an extension).
+        lengths = np.bincount(post_docs, weights=post_tf, minlength=count)
+        avg_length = float(lengths.mean()) if count and lengths.mean() > 0 else 1.0
+        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[post_docs] / avg_length)
+        self.post_weights = (post_tf * (BM25_K1 + 1.0) / (post_tf + norm)).astype(np.float32)
         self.post_docs = post_docs
-        self.post_weights = post_weights
-        offsets = np.zeros(vocabulary_size + 1, dtype=np.int64)
+        self.post_tf = post_tf
+        offsets = np.zeros(len(document_frequency) + 1, dtype=np.int64)
         np.cumsum(document_frequency, out=offsets[1:])
         self.post_offsets = offsets
         self.idf = np.log(
@@ -566,6 +621,76 @@ def _windowed_postings(
         summed = np.add.reduceat(frequencies, starts).astype(np.float32)
         slices.append((term.astype(np.int32), row.astype(np.int32), summed))
     return slices
+
+
+def _postings_of_rows(
+    *,
+    targets: npt.NDArray[np.bool_],
+    terms: npt.NDArray[np.int32],
+    term_offsets: npt.NDArray[np.int64],
+    speaker_rows: npt.NDArray[np.int32],
+    speaker_terms: npt.NDArray[np.int32],
+    prev_index: npt.NDArray[np.int32],
+    next_index: npt.NDArray[np.int32],
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]:
+    """_windowed_postings' (term, row, weighted tf) for the `targets` rows only, sorted by term
+    then row: each posting's parts (its own count, then its previous turn's, then its next
+    turn's, then its speaker's) summed in the order and with the types _windowed_postings
+    uses, so that each equals the whole build's bit for bit."""
+    count = targets.size
+    # The rows whose own words reach a target: the targets and their neighbours.
+    sources = targets.copy()
+    around = np.concatenate((prev_index[targets], next_index[targets]))
+    sources[around[around >= 0]] = True
+    source_rows = np.flatnonzero(sources)
+    lengths = term_offsets[source_rows + 1] - term_offsets[source_rows]
+    starts = np.repeat(term_offsets[source_rows] - np.cumsum(lengths) + lengths, lengths)
+    positions = starts + np.arange(int(lengths.sum()), dtype=np.int64)
+    own_keys, own_counts = np.unique(
+        np.repeat(source_rows.astype(np.int64), lengths) * (1 << 32)
+        + terms[positions].astype(np.int64),
+        return_counts=True,
+    )
+    own_row = (own_keys >> 32).astype(np.int32)
+    own_term = (own_keys & 0xFFFFFFFF).astype(np.int32)
+    own_tf = own_counts.astype(np.float32)
+    after = next_index[own_row]
+    before = prev_index[own_row]
+    own = targets[own_row]
+    has_after = (after >= 0) & targets[np.maximum(after, 0)]
+    has_before = (before >= 0) & targets[np.maximum(before, 0)]
+    speaking = targets[speaker_rows]
+    rows = np.concatenate(
+        [own_row[own], after[has_after], before[has_before], speaker_rows[speaking]],
+        dtype=np.int64,
+    )
+    keys = (
+        np.concatenate(
+            [own_term[own], own_term[has_after], own_term[has_before], speaker_terms[speaking]],
+            dtype=np.int64,
+        )
+        * max(count, 1)
+        + rows
+    )
+    frequencies = np.concatenate(
+        [
+            own_tf[own],
+            PREVIOUS_WEIGHT * own_tf[has_after],
+            NEXT_WEIGHT * own_tf[has_before],
+            np.full(int(speaking.sum()), SPEAKER_WEIGHT),
+        ],
+        dtype=np.float64,
+    )
+    if not keys.size:
+        empty = np.zeros(0, dtype=np.int32)
+        return empty, empty, np.zeros(0, dtype=np.float32)
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    frequencies = frequencies[order]
+    first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    term, row = np.divmod(keys[first], max(count, 1))
+    summed = np.add.reduceat(frequencies, first).astype(np.float32)
+    return term.astype(np.int32), row.astype(np.int32), summed
 
 
 def _own_postings(
