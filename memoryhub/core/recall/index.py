@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -558,18 +558,16 @@ def _windowed_postings(
     np.unique(return_inverse) peaked near 900 MB there).
     """
     size = max(vocabulary_size, 1)
-    own_keys, own_counts = np.unique(
-        np.repeat(np.arange(count, dtype=np.int64), token_counts) * size + token_terms,
-        return_counts=True,
-    )
-    own_row = (own_keys // size).astype(np.int32)
-    own_term = (own_keys % size).astype(np.int32)
-    own_tf = own_counts.astype(np.float32)
-    del own_keys, own_counts
     # A message's words also count, lighter, in the message after it (as that one's previous
     # turn) and in the one before it (as its next turn).
-    after = next_index[own_row]
-    before = prev_index[own_row]
+    counts = _own_counts(
+        token_rows=np.repeat(np.arange(count, dtype=np.int64), token_counts),
+        token_terms=token_terms,
+        prev_index=prev_index,
+        next_index=next_index,
+    )
+    own_term = counts.term
+    after, before = counts.after, counts.before
 
     # Slices of about equal posting counts: term ids follow first use, not frequency.
     per_term = np.bincount(own_term, minlength=size) * 3 + np.bincount(
@@ -588,39 +586,111 @@ def _windowed_postings(
         has_after = own & (after >= 0)
         has_before = own & (before >= 0)
         speaking = (speaker_terms >= low) & (speaker_terms < high)
-        rows = np.concatenate(
-            [own_row[own], after[has_after], before[has_before], speaker_rows[speaking]],
-            dtype=np.int64,
+        part = _summed_parts(
+            count=count,
+            counts=counts,
+            own=own,
+            has_after=has_after,
+            has_before=has_before,
+            speaker_rows=speaker_rows,
+            speaker_terms=speaker_terms,
+            speaking=speaking,
         )
-        terms = np.concatenate(
-            [own_term[own], own_term[has_after], own_term[has_before], speaker_terms[speaking]],
-            dtype=np.int64,
-        )
-        frequencies = np.concatenate(
-            [
-                own_tf[own],
-                PREVIOUS_WEIGHT * own_tf[has_after],
-                NEXT_WEIGHT * own_tf[has_before],
-                np.full(int(speaking.sum()), SPEAKER_WEIGHT),
-            ],
-            dtype=np.float64,
-        )
-        if rows.size == 0:
-            continue
-        keys = terms * max(count, 1) + rows
-        del terms, rows
-        # Stable, so that equal messages sum their parts in the same order to the same float:
-        # ties between them must stay exact for message order to decide.
-        order = np.argsort(keys, kind="stable")
-        keys = keys[order]
-        frequencies = frequencies[order]
-        del order
-        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
-        term, row = np.divmod(keys[starts], max(count, 1))
-        # Summed in float64, kept in float32: a weighted count needs no more.
-        summed = np.add.reduceat(frequencies, starts).astype(np.float32)
-        slices.append((term.astype(np.int32), row.astype(np.int32), summed))
+        if part is not None:
+            slices.append(part)
     return slices
+
+
+class _OwnCounts(NamedTuple):
+    """Each (message row, term) of the messages' own words, row then term, with its count
+    and the rows of that message's next and previous turns (-1: none)."""
+
+    row: npt.NDArray[np.int32]
+    term: npt.NDArray[np.int32]
+    tf: npt.NDArray[np.float32]
+    after: npt.NDArray[np.int32]
+    before: npt.NDArray[np.int32]
+
+
+def _own_counts(
+    *,
+    token_rows: npt.NDArray[np.int64],
+    token_terms: npt.NDArray[Any],
+    prev_index: npt.NDArray[np.int32],
+    next_index: npt.NDArray[np.int32],
+) -> _OwnCounts:
+    keys, counts = np.unique(
+        token_rows * (1 << 32) + token_terms.astype(np.int64), return_counts=True
+    )
+    row = (keys >> 32).astype(np.int32)
+    return _OwnCounts(
+        row=row,
+        term=(keys & 0xFFFFFFFF).astype(np.int32),
+        tf=counts.astype(np.float32),
+        after=next_index[row],
+        before=prev_index[row],
+    )
+
+
+def _summed_parts(
+    *,
+    count: int,
+    counts: _OwnCounts,
+    own: npt.NDArray[np.bool_],
+    has_after: npt.NDArray[np.bool_],
+    has_before: npt.NDArray[np.bool_],
+    speaker_rows: npt.NDArray[Any],
+    speaker_terms: npt.NDArray[Any],
+    speaking: npt.NDArray[np.bool_],
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]] | None:
+    """(term, row, weighted tf), sorted by term then row, of the chosen parts: each message's own
+    counts (`own`), the same counts as the next message's previous turn (`has_after`, to row
+    `counts.after`) and as the previous message's next turn (`has_before`, to row
+    `counts.before`), and the speakers' words (`speaking`). None when no part is chosen.
+    Shared by a build and an extension: each posting's parts are summed in this one order, to
+    the same float."""
+    rows = np.concatenate(
+        [
+            counts.row[own],
+            counts.after[has_after],
+            counts.before[has_before],
+            speaker_rows[speaking],
+        ],
+        dtype=np.int64,
+    )
+    if rows.size == 0:
+        return None
+    terms = np.concatenate(
+        [
+            counts.term[own],
+            counts.term[has_after],
+            counts.term[has_before],
+            speaker_terms[speaking],
+        ],
+        dtype=np.int64,
+    )
+    frequencies = np.concatenate(
+        [
+            counts.tf[own],
+            PREVIOUS_WEIGHT * counts.tf[has_after],
+            NEXT_WEIGHT * counts.tf[has_before],
+            np.full(int(speaking.sum()), SPEAKER_WEIGHT),
+        ],
+        dtype=np.float64,
+    )
+    keys = terms * max(count, 1) + rows
+    del terms, rows
+    # Stable, so that equal messages sum their parts in the same order to the same float:
+    # ties between them must stay exact for message order to decide.
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    frequencies = frequencies[order]
+    del order
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    term, row = np.divmod(keys[starts], max(count, 1))
+    # Summed in float64, kept in float32: a weighted count needs no more.
+    summed = np.add.reduceat(frequencies, starts).astype(np.float32)
+    return term.astype(np.int32), row.astype(np.int32), summed
 
 
 def _postings_of_rows(
@@ -645,52 +715,31 @@ def _postings_of_rows(
     source_rows = np.flatnonzero(sources)
     lengths = term_offsets[source_rows + 1] - term_offsets[source_rows]
     starts = np.repeat(term_offsets[source_rows] - np.cumsum(lengths) + lengths, lengths)
-    positions = starts + np.arange(int(lengths.sum()), dtype=np.int64)
-    own_keys, own_counts = np.unique(
-        np.repeat(source_rows.astype(np.int64), lengths) * (1 << 32)
-        + terms[positions].astype(np.int64),
-        return_counts=True,
+    counts = _own_counts(
+        token_rows=np.repeat(source_rows.astype(np.int64), lengths),
+        token_terms=terms[starts + np.arange(int(lengths.sum()), dtype=np.int64)],
+        prev_index=prev_index,
+        next_index=next_index,
     )
-    own_row = (own_keys >> 32).astype(np.int32)
-    own_term = (own_keys & 0xFFFFFFFF).astype(np.int32)
-    own_tf = own_counts.astype(np.float32)
-    after = next_index[own_row]
-    before = prev_index[own_row]
-    own = targets[own_row]
+    after, before = counts.after, counts.before
+    own = targets[counts.row]
     has_after = (after >= 0) & targets[np.maximum(after, 0)]
     has_before = (before >= 0) & targets[np.maximum(before, 0)]
     speaking = targets[speaker_rows]
-    rows = np.concatenate(
-        [own_row[own], after[has_after], before[has_before], speaker_rows[speaking]],
-        dtype=np.int64,
+    part = _summed_parts(
+        count=count,
+        counts=counts,
+        own=own,
+        has_after=has_after,
+        has_before=has_before,
+        speaker_rows=speaker_rows,
+        speaker_terms=speaker_terms,
+        speaking=speaking,
     )
-    keys = (
-        np.concatenate(
-            [own_term[own], own_term[has_after], own_term[has_before], speaker_terms[speaking]],
-            dtype=np.int64,
-        )
-        * max(count, 1)
-        + rows
-    )
-    frequencies = np.concatenate(
-        [
-            own_tf[own],
-            PREVIOUS_WEIGHT * own_tf[has_after],
-            NEXT_WEIGHT * own_tf[has_before],
-            np.full(int(speaking.sum()), SPEAKER_WEIGHT),
-        ],
-        dtype=np.float64,
-    )
-    if not keys.size:
+    if part is None:
         empty = np.zeros(0, dtype=np.int32)
         return empty, empty, np.zeros(0, dtype=np.float32)
-    order = np.argsort(keys, kind="stable")
-    keys = keys[order]
-    frequencies = frequencies[order]
-    first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
-    term, row = np.divmod(keys[first], max(count, 1))
-    summed = np.add.reduceat(frequencies, first).astype(np.float32)
-    return term.astype(np.int32), row.astype(np.int32), summed
+    return part
 
 
 def _own_postings(
