@@ -177,3 +177,36 @@ def test_another_persons_turns_never_enter_the_index(owner, tenant, builds):
 
     assert search(owner, q="trombone", user_id="ana", mode="lexical")["results"] == []
     assert_is_a_fresh_build(tenant)
+
+
+def test_more_sessions_moved_than_the_bound_builds_it_whole(owner, tenant, builds, monkeypatch):
+    session_id = chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    search(owner, q="kitchen", user_id="ana")
+    monkeypatch.setattr(recall, "EXTEND_MAX_SESSIONS", 0)
+
+    append(owner, session_id, "I started trombone lessons.")
+
+    assert contents(search(owner, q="trombone", user_id="ana", mode="lexical"))
+    assert builds == [len(TURNS), len(TURNS) + 1]
+    assert_is_a_fresh_build(tenant)
+
+
+def test_more_messages_without_a_vector_than_the_bound_builds_it_whole(
+    owner, tenant, builds, monkeypatch
+):
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    later = MessageVector.objects.filter(tenant=tenant).first()
+    assert later is not None
+    MessageVector.objects.filter(pk=later.pk).delete()
+    end_user_recall_touch(tenant=tenant)
+    search(owner, q="kitchen", user_id="ana")  # built without that vector
+    monkeypatch.setattr(recall, "EXTEND_MAX_MISSING_VECTORS", 0)
+
+    MessageVector.objects.bulk_create([later])
+    end_user_recall_touch(tenant=tenant, vectors_only=True)
+    for _ in range(2):  # the warm index once more, then brought up to date
+        search(owner, q="kitchen", user_id="ana")
+
+    assert builds == [len(TURNS), len(TURNS)]
+    assert cached_index(tenant).vector_mask.all()
+    assert_is_a_fresh_build(tenant)
