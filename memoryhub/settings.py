@@ -620,7 +620,11 @@ RECALL_CACHE_MAX_BYTES: int = env.int("RECALL_CACHE_MAX_BYTES", default=256 * 10
 RECALL_INDEX_MAX_MESSAGES: int = env.int("RECALL_INDEX_MAX_MESSAGES", default=200_000)
 # For such a person the context's relevant history searches their newest this many messages
 # (an index of its own, extended with appends and cut again once it has grown by a quarter).
-RECALL_HISTORY_WINDOW_MESSAGES: int = env.int("RECALL_HISTORY_WINDOW_MESSAGES", default=50_000)
+# By default 50,000, or the bound above when that is lower (a deployment that lowered it keeps
+# starting).
+RECALL_HISTORY_WINDOW_MESSAGES: int = env.int(
+    "RECALL_HISTORY_WINDOW_MESSAGES", default=min(50_000, RECALL_INDEX_MAX_MESSAGES)
+)
 if not 1 <= RECALL_HISTORY_WINDOW_MESSAGES <= RECALL_INDEX_MAX_MESSAGES:
     raise ImproperlyConfigured(
         "RECALL_HISTORY_WINDOW_MESSAGES must be at least 1 and at most RECALL_INDEX_MAX_MESSAGES."
