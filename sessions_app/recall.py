@@ -353,6 +353,10 @@ def person_index(
             f"{token.appended} messages: over RECALL_INDEX_MAX_MESSAGES "
             f"({settings.RECALL_INDEX_MAX_MESSAGES})"
         )
+    if window:
+        # The history outgrew the bound: an index of all of it, built before, is of no more use
+        # (the history only grows until something is removed).
+        cache_.discard(_index_key(tenant_id=tenant_id, end_user_id=end_user_id, window=False))
     key = _index_key(tenant_id=tenant_id, end_user_id=end_user_id, window=window)
     # An index larger than the whole cache is never kept: without this, every search of the
     # person (every context call) read and built their whole history again. Until something

@@ -639,6 +639,9 @@ def test_a_history_over_the_index_bound_is_searched_in_its_newest_window(
     # 9 turns: over a bound of 5. Building the index of the whole history would read it in the
     # request (a million messages outlasted gunicorn's timeout); the context searches the
     # newest 4 messages instead.
+    whole = ("messages", new_session.tenant_id, new_session.end_user_id)
+    api.get(context_url(new_session), {"query": "kitten"})  # under the default bound
+    assert recall.index_cache().peek(whole) is not None
     settings.RECALL_INDEX_MAX_MESSAGES = 5
     settings.RECALL_HISTORY_WINDOW_MESSAGES = 4
     built: list[int] = []
@@ -658,7 +661,7 @@ def test_a_history_over_the_index_bound_is_searched_in_its_newest_window(
     assert "Morning! How are you?" in body["content"]  # the verbatim tail is still there
     key = ("messages-window", new_session.tenant_id, new_session.end_user_id)
     assert len(recall.index_cache().peek(key)[1]) == 4
-    assert recall.index_cache().peek(("messages", *key[1:])) is None  # no whole-history index
+    assert recall.index_cache().peek(whole) is None  # dropped: of no more use
 
     # Appends extend the window (the context's next call takes them in after its response) ...
     say(tenant, new_session, ("Caroline", "We are thinking of a trip to Porto."))
