@@ -208,7 +208,10 @@ def _vectors_by_message(
     return {message_id: matrix[i] for i, (message_id, _) in enumerate(pairs)}
 
 
-def _docs_from_rows(rows: Sequence[tuple[Any, ...]], vectors: Mapping[int, Any]) -> list[RecallDoc]:
+def _docs_from_rows(
+    *, rows: Sequence[tuple[Any, ...]], vectors: Mapping[int, Any]
+) -> list[RecallDoc]:
+    """RecallDocs of rows read as _DOC_COLUMNS, each with its vector if `vectors` has one."""
     return [
         RecallDoc(
             id=message_id,
@@ -249,7 +252,7 @@ def _docs_for_person(
         if _vectors_in_index()
         else {}
     )
-    return _docs_from_rows(rows, vectors)
+    return _docs_from_rows(rows=rows, vectors=vectors)
 
 
 def _index_extended(
@@ -312,7 +315,7 @@ def _index_extended(
         }
     if not rows and not old_vectors:
         return base
-    return base.extended(_docs_from_rows(rows, vectors), vectors=old_vectors)
+    return base.extended(_docs_from_rows(rows=rows, vectors=vectors), vectors=old_vectors)
 
 
 def person_index(
