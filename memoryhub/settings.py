@@ -78,15 +78,17 @@ MIDDLEWARE = [
     "memoryhub.core.middleware.UrlLengthLimitMiddleware",
     # Every request starts fail-closed on PostgreSQL; its authentication scopes it (core.rls).
     "memoryhub.core.rls.RlsRequestMiddleware",
-    "csp.middleware.CSPMiddleware",
+    # The Page* middleware and the CSP one are Django's, django-csp's and django-htmx's, made to
+    # step aside on the API's paths, which use none of them (memoryhub.core.page_middleware).
+    "memoryhub.core.page_middleware.ContentSecurityPolicyMiddleware",
     "memoryhub.core.headers.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "memoryhub.core.page_middleware.PageSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
+    "memoryhub.core.page_middleware.PageAuthenticationMiddleware",
+    "memoryhub.core.page_middleware.PageMessageMiddleware",
+    "memoryhub.core.page_middleware.PageHtmxMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
