@@ -122,6 +122,10 @@ DATABASES: dict[str, dict[str, Any]] = {
     "default": env.db_url("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
 }
 _db = DATABASES["default"]
+# PostgreSQL: the append's two statements as prepared statements (memoryhub.core.prepared). Off
+# for a PgBouncer in transaction mode older than 1.21, which cannot carry them between
+# transactions.
+DATABASE_PREPARED_STATEMENTS: bool = env.bool("DATABASE_PREPARED_STATEMENTS", default=True)
 if _db["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets readers run beside the one writer; IMMEDIATE takes the write lock at BEGIN so
     # writers queue on the busy timeout instead of failing "database is locked" mid-transaction.

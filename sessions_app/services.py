@@ -27,6 +27,7 @@ from memoryhub.accounts.services import (
 )
 from memoryhub.core.errors import Conflict, InvalidInput, ResourceNotFound
 from memoryhub.core.locks import DELETE_RERUN_SQLSTATES, rows_hold, rows_lock, run_rerunning
+from memoryhub.core.prepared import statements_prepared
 from memoryhub.core.tokens import count_tokens
 from sessions_app.embedding import embedding_enabled, embedding_enqueue_after_append
 from sessions_app.extraction import extraction_enabled, extraction_request
@@ -273,9 +274,12 @@ def message_append_batch(
     counted = message_inputs_counted(messages=messages)
     tokens = sum(item.token_count or 0 for item in counted)
     with transaction.atomic():
-        claim = _claim_seqs(
-            tenant=tenant, session_id=session_id, count=len(counted), tokens=tokens, now=now
-        )
+        # The claim and the insert are prepared statements (one plan each, whatever the values:
+        # memoryhub.core.prepared); nothing else in this transaction is.
+        with statements_prepared():
+            claim = _claim_seqs(
+                tenant=tenant, session_id=session_id, count=len(counted), tokens=tokens, now=now
+            )
         first_seq = claim.first_seq
         if first_given is not None and first_seq > 1:
             # Read under the row lock the claim took, so no append can slip in between. Only a
@@ -305,24 +309,25 @@ def message_append_batch(
             and extraction_enabled(policy=policy)
         ):
             extraction_request(session_id=session_id, from_append=True)
-        return Message.objects.bulk_create(
-            [
-                Message(
-                    tenant=tenant,
-                    session_id=session_id,
-                    seq=first_seq + offset,
-                    role=item.role,
-                    content=item.content,
-                    name=item.name,
-                    tool_call_id=item.tool_call_id,
-                    tool_calls=item.tool_calls,
-                    metadata=item.metadata,
-                    token_count=item.token_count or 0,
-                    created_at=times[offset],
-                )
-                for offset, item in enumerate(counted)
-            ]
-        )
+        with statements_prepared():
+            return Message.objects.bulk_create(
+                [
+                    Message(
+                        tenant=tenant,
+                        session_id=session_id,
+                        seq=first_seq + offset,
+                        role=item.role,
+                        content=item.content,
+                        name=item.name,
+                        tool_call_id=item.tool_call_id,
+                        tool_calls=item.tool_calls,
+                        metadata=item.metadata,
+                        token_count=item.token_count or 0,
+                        created_at=times[offset],
+                    )
+                    for offset, item in enumerate(counted)
+                ]
+            )
 
 
 def messages_redacted(

@@ -1,0 +1,150 @@
+"""The append's two statements as prepared statements (memoryhub.core.prepared): prepared once
+per connection, nothing else prepared, the query log still shows them, row-level security still
+applies to them, and the setting turns them off. PostgreSQL's: skipped on SQLite."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from memoryhub.accounts.models import Tenant
+from memoryhub.core import rls
+from memoryhub.core.errors import ResourceNotFound
+from memoryhub.core.prepared import statements_prepared
+from sessions_app.models import Message, Session
+from sessions_app.services import MessageInput, message_append_batch, session_create_or_get
+
+pytestmark = [
+    pytest.mark.skipif(
+        connection.vendor != "postgresql", reason="prepared statements are PostgreSQL's"
+    ),
+    pytest.mark.django_db(transaction=True),
+]
+
+
+def _prepared() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements ORDER BY prepare_time")
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _append(tenant: Tenant, session: Session, text: str) -> list[Message]:
+    with rls.rls_scope(tenant_id=tenant.pk):
+        return message_append_batch(
+            tenant=tenant,
+            session_id=session.pk,
+            messages=[MessageInput(role="user", content=text)],
+        )
+
+
+@pytest.fixture(autouse=True)
+def _no_embedding_task(settings):
+    # The eager embedding task an append enqueues runs at commit and ends by closing the
+    # connection, and with it what was prepared on it.
+    settings.EMBEDDINGS_BACKEND = "off"
+
+
+@pytest.fixture
+def session(tenant: Tenant) -> Session:
+    with rls.rls_scope(tenant_id=tenant.pk):
+        made, _ = session_create_or_get(tenant=tenant, user_id="ada", agent_id="chat")
+    return made
+
+
+def test_the_claim_and_the_insert_are_prepared_once_and_nothing_else(tenant, session):
+    connection.close()  # a connection of its own: nothing prepared on it yet
+    for index in range(3):
+        _append(tenant, session, f"turn {index}")
+
+    statements = _prepared()
+    assert len(statements) == 2
+    assert statements[0].startswith('UPDATE "sessions_app_session" SET last_seq = last_seq + $1')
+    assert statements[1].startswith('INSERT INTO "sessions_app_message"')
+    with rls.rls_system_scope():
+        stored = list(
+            Message.objects.filter(session=session).order_by("seq").values_list("seq", "content")
+        )
+    assert stored == [(1, "turn 0"), (2, "turn 1"), (3, "turn 2")]
+
+
+def test_a_batch_of_another_length_is_a_statement_of_its_own(tenant, session):
+    connection.close()
+    _append(tenant, session, "one")
+    with rls.rls_scope(tenant_id=tenant.pk):
+        message_append_batch(
+            tenant=tenant,
+            session_id=session.pk,
+            messages=[
+                MessageInput(role="user", content="a"),
+                MessageInput(role="user", content="b"),
+            ],
+        )
+
+    statements = _prepared()
+    assert sum(statement.startswith("INSERT") for statement in statements) == 2
+    with rls.rls_system_scope():
+        assert Session.objects.get(pk=session.pk).last_seq == 3
+
+
+def test_the_query_log_shows_them_with_their_values(tenant, session):
+    with CaptureQueriesContext(connection) as captured:
+        _append(tenant, session, "logged")
+
+    logged = [query["sql"] for query in captured.captured_queries]
+    assert any(sql.startswith("INSERT") and "'logged'" in sql for sql in logged), logged
+    assert any(sql.startswith("UPDATE") and session.pk.hex in sql for sql in logged), logged
+
+
+def test_the_connection_is_as_it_was_after_the_block_even_after_an_error(tenant):
+    connection.ensure_connection()
+    before = connection.connection.cursor_factory, connection.connection.prepare_threshold
+    with pytest.raises(ZeroDivisionError), statements_prepared():
+        1 / 0  # noqa: B018
+    assert (connection.connection.cursor_factory, connection.connection.prepare_threshold) == (
+        before
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::int", [1])
+    assert _prepared() == []
+
+
+def test_row_level_security_still_holds_for_a_prepared_statement(tenant, other_tenant, session):
+    connection.close()
+    for index in range(6):  # past PostgreSQL's five custom plans: the generic one runs next
+        _append(tenant, session, f"mine {index}")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans FROM pg_prepared_statements WHERE statement LIKE 'UPDATE%%'"
+        )
+        assert cursor.fetchone()[0] >= 1
+
+    # The same prepared claim, run in another tenant's scope for the first tenant's session:
+    # the policy hides the row whatever the statement's own tenant filter says.
+    with pytest.raises(ResourceNotFound), rls.rls_scope(tenant_id=other_tenant.pk):
+        message_append_batch(
+            tenant=tenant,
+            session_id=session.pk,
+            messages=[MessageInput(role="user", content="not yours")],
+        )
+    # psycopg deallocates its prepared statements after a rollback; the next append prepares
+    # them again.
+    _append(tenant, session, "mine again")
+    assert len(_prepared()) == 2
+    with rls.rls_system_scope():
+        contents = list(
+            Message.objects.filter(session=session)
+            .order_by("seq")
+            .values_list("content", flat=True)
+        )
+    assert contents == [*(f"mine {index}" for index in range(6)), "mine again"]
+
+
+def test_the_setting_turns_them_off(tenant, session, settings):
+    settings.DATABASE_PREPARED_STATEMENTS = False
+    connection.close()
+    _append(tenant, session, "plain")
+
+    assert _prepared() == []
+    with rls.rls_system_scope():
+        assert Message.objects.filter(session=session).count() == 1
