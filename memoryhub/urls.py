@@ -6,6 +6,14 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from memoryhub import health
 
 urlpatterns = [
+    # The API first: a bot's request is resolved without trying every page's pattern before it.
+    path("api/v1/", include("memoryhub.retention.api_urls")),
+    path("api/v1/", include("sessions_app.api.urls")),
+    path("api/v1/", include("memoryhub.context.api_urls")),
+    path("api/v1/", include("facts_app.api.urls")),
+    path("api/v1/", include("memoryhub.people.urls")),
+    path("api/v1/", include("memoryhub.jobs.api_urls")),
+    path("api/v1/", include("memoryhub.credentials.urls")),
     path("", include("memoryhub.web.urls")),
     path("", include("memoryhub.retention.urls")),
     path("sessions/", include("sessions_app.urls")),
@@ -14,13 +22,6 @@ urlpatterns = [
     path("search/", include("memoryhub.search.urls")),
     path("tenant/", include("memoryhub.accounts.urls")),
     path("admin/", admin.site.urls),
-    path("api/v1/", include("memoryhub.retention.api_urls")),
-    path("api/v1/", include("sessions_app.api.urls")),
-    path("api/v1/", include("memoryhub.context.api_urls")),
-    path("api/v1/", include("facts_app.api.urls")),
-    path("api/v1/", include("memoryhub.people.urls")),
-    path("api/v1/", include("memoryhub.jobs.api_urls")),
-    path("api/v1/", include("memoryhub.credentials.urls")),
     path("mcp/", include("memoryhub.mcp.urls")),
     # Seed 002's Memory Service API, as its SDK calls it (README: Compatibility).
     path("v1/memory/", include("memoryhub.compat.seed002.urls")),
