@@ -59,6 +59,11 @@ bench: install
 bench-big: install
 	$(BIN)/python -m bench --big $(BENCH_ARGS)
 
+# Instructions per request under valgrind's callgrind (deterministic; bench/instructions.py).
+.PHONY: bench-instructions
+bench-instructions: install
+	$(BIN)/python -m bench.instructions $(BENCH_ARGS)
+
 # Evidence recall of search and context on LoCoMo (../shared/data/locomo-dev/), through the API.
 .PHONY: bench-recall
 bench-recall: install

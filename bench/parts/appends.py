@@ -21,6 +21,7 @@ from bench.measure import (
     Worker,
     append_result,
     check_stop,
+    cpu_line,
     mark,
     run_clients,
     say,
@@ -81,6 +82,32 @@ def api_append_worker(
                 raise BenchError(f"append answered {status}: {payload[:300]!r}")
             if after is not None:
                 after()
+        api.close()
+        return latencies
+
+    return work
+
+
+def get_worker(*, port: int, path: str, status: int, warmup: int, count: int) -> Worker:
+    """GETs one path without a key again and again (the stack's floor: see `floor`)."""
+
+    def work(barrier: threading.Barrier) -> list[float]:
+        api = ApiClient(port, "")
+        api.headers = {"Accept": "application/json"}
+        for _ in range(warmup):
+            check_stop()
+            got, payload = api.request("GET", path)
+            if got != status:
+                raise BenchError(f"GET {path} answered {got}: {payload[:300]!r}")
+        barrier.wait()
+        latencies: list[float] = []
+        for _ in range(count):
+            check_stop()
+            started = time.perf_counter()
+            got, payload = api.request("GET", path)
+            latencies.append(time.perf_counter() - started)
+            if got != status:
+                raise BenchError(f"GET {path} answered {got}: {payload[:300]!r}")
         api.close()
         return latencies
 
@@ -203,8 +230,8 @@ def sizes_line(config: Config) -> str:
     return f"{config.clients} clients x {config.appends} appends (+{config.warmup} warm-up each)"
 
 
-def run(setup: Setup, server: Gunicorn) -> tuple[AppendResult, AppendResult]:
-    """The API's appends, then the raw ones; returns both (API first)."""
+def run(setup: Setup, server: Gunicorn) -> tuple[AppendResult, AppendResult, AppendResult]:
+    """The API's appends, then the raw ones, then the floor; returns the three in that order."""
     config = setup.config
     api_sessions = [setup.new_session(f"api-{i}") for i in range(config.clients)]
     raw_sessions = [setup.new_session(f"raw-{i}") for i in range(config.clients)]
@@ -248,20 +275,53 @@ def run(setup: Setup, server: Gunicorn) -> tuple[AppendResult, AppendResult]:
     check_gapless(config.database_url, api_sessions + raw_sessions, config.warmup + config.appends)
     say("check: every session holds seqs 1..N without gaps, and its counters match")
     ratio = api.rate / raw.rate
+    floor_result = floor(setup, server, raw)
     p99_ok = api.latency.p99_ms < TARGET_APPEND_P99_MS
     say(
         f"ratio API/raw {ratio:.3f} (target >= {TARGET_RATIO})  {mark(ratio >= TARGET_RATIO)}"
         f"    API p99 {api.latency.p99_ms:.2f} ms (target < {TARGET_APPEND_P99_MS:.0f} ms)  "
         f"{mark(p99_ok)}"
     )
-    return api, raw
+    return api, raw, floor_result
 
 
-def record(result: tuple[AppendResult, AppendResult], setup: Setup) -> dict[str, Any]:
-    api, raw = result
+# What the stack costs before an append does anything: the same clients GET /healthz, which
+# goes through gunicorn, every middleware and the URL resolver and reaches no table. Its rate
+# against the raw append's bounds the ratio any append through this stack could reach.
+FLOOR_PATH = "/healthz"
+
+
+def floor(setup: Setup, server: Gunicorn, raw: AppendResult) -> AppendResult:
+    config = setup.config
+    outcome = run_clients(
+        [
+            get_worker(
+                port=server.port,
+                path=FLOOR_PATH,
+                status=200,
+                warmup=config.warmup,
+                count=config.appends,
+            )
+            for _ in range(config.clients)
+        ],
+        server_group=server.pid,
+    )
+    result = append_result(outcome)
+    say(
+        f"floor {result.appends} x GET {FLOOR_PATH} in {result.seconds:5.2f} s = "
+        f"{result.rate:8.1f}/s = {result.rate / raw.rate:.2f} x the raw append rate "
+        "(gunicorn, middleware, URL resolving; no key, no table)"
+    )
+    say(f"      {cpu_line(result.cpu, 'request')}")
+    return result
+
+
+def record(result: tuple[AppendResult, AppendResult, AppendResult], setup: Setup) -> dict[str, Any]:
+    api, raw, floor_result = result
     return {
         "append_api": asdict(api),
         "append_raw": asdict(raw),
+        "append_floor_healthz": asdict(floor_result),
         "append_ratio": api.rate / raw.rate,
     }
 
@@ -287,9 +347,11 @@ def profile(setup: Setup, client: InProcessClient) -> dict[str, Any]:
 
 
 def summary(
-    result: tuple[AppendResult, AppendResult], config: Config, profiles: dict[str, Any]
+    result: tuple[AppendResult, AppendResult, AppendResult],
+    config: Config,
+    profiles: dict[str, Any],
 ) -> None:
-    api, raw = result
+    api, raw, floor_result = result
     ratio = api.rate / raw.rate
     say(
         f"append  API {api.rate:7.1f}/s   raw {raw.rate:7.1f}/s   ratio {ratio:.3f}"
@@ -300,10 +362,16 @@ def summary(
         f"{'':10}target p99 < {TARGET_APPEND_P99_MS:.0f} ms  "
         f"{mark(api.latency.p99_ms < TARGET_APPEND_P99_MS)}"
     )
+    say(
+        f"append  floor GET {FLOOR_PATH} {floor_result.rate:7.1f}/s = "
+        f"{floor_result.rate / raw.rate:.2f} x raw: no append through this stack gets past it"
+    )
 
 
-def verdicts(result: tuple[AppendResult, AppendResult], config: Config) -> list[Verdict]:
-    api, raw = result
+def verdicts(
+    result: tuple[AppendResult, AppendResult, AppendResult], config: Config
+) -> list[Verdict]:
+    api, raw, _ = result
     ratio = api.rate / raw.rate
     judged = config.clients == TARGET_CLIENTS
     note = f"n/a (set at {TARGET_CLIENTS} clients, ran {config.clients})"
