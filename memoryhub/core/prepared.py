@@ -22,6 +22,7 @@ connection); SQLite has nothing to prepare.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -47,7 +48,10 @@ class _LoggedQuery:
         return text.encode()
 
 
+@functools.cache
 def _prepared_cursor_class() -> type:
+    # Built on first use: the PostgreSQL backend's module imports psycopg, which a SQLite
+    # deployment need not load.
     from django.db.backends.postgresql.base import (  # type: ignore[attr-defined] # psycopg 3 only
         ServerBindingCursor,
     )
@@ -64,7 +68,6 @@ def _prepared_cursor_class() -> type:
     return PreparedCursor
 
 
-_CURSOR_CLASS: list[type] = []
 _NEVER_BY_COUNT = 2**31 - 1
 
 
@@ -77,14 +80,12 @@ def statements_prepared(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
         yield
         return
     connection.ensure_connection()
-    if not _CURSOR_CLASS:
-        _CURSOR_CLASS.append(_prepared_cursor_class())
     driver = connection.connection
     previous = driver.cursor_factory, driver.prepare_threshold
     # Django's cursors come from the driver's factory (DatabaseWrapper.create_cursor), and are
     # still wrapped by Django: its execute wrappers (row-level security, the query metrics) and
     # its query log see these statements as any other.
-    driver.cursor_factory = _CURSOR_CLASS[0]
+    driver.cursor_factory = _prepared_cursor_class()
     # psycopg prepares nothing, not even on request, while the threshold is None (Django's
     # setting); this one is never reached, so only the cursor's prepare=True prepares.
     driver.prepare_threshold = _NEVER_BY_COUNT
