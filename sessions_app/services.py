@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -273,15 +274,25 @@ def message_append_batch(
     messages = messages_redacted(tenant=tenant, session_id=session_id, messages=messages)
     counted = message_inputs_counted(messages=messages)
     tokens = sum(item.token_count or 0 for item in counted)
+    stored: list[Message] | None = None
     with transaction.atomic():
         # The claim and the insert are prepared statements (one plan each, whatever the values:
         # memoryhub.core.prepared); nothing else in this transaction is.
         with statements_prepared():
-            claim = _claim_seqs(
-                tenant=tenant, session_id=session_id, count=len(counted), tokens=tokens, now=now
-            )
-        first_seq = claim.first_seq
-        if first_given is not None and first_seq > 1:
+            if first_given is None and connection.vendor == "postgresql":
+                # Nothing to read between the claim and the insert: one statement does both.
+                claim, stored = _claim_and_insert(
+                    tenant=tenant, session_id=session_id, messages=counted, times=times, now=now
+                )
+            else:
+                claim = _claim_seqs(
+                    tenant=tenant,
+                    session_id=session_id,
+                    count=len(counted),
+                    tokens=tokens,
+                    now=now,
+                )
+        if first_given is not None and claim.first_seq > 1:
             # Read under the row lock the claim took, so no append can slip in between. Only a
             # message bringing its own time pays for the read: `now` follows any stored time.
             _check_not_before_previous(
@@ -309,25 +320,197 @@ def message_append_batch(
             and extraction_enabled(policy=policy)
         ):
             extraction_request(session_id=session_id, from_append=True)
-        with statements_prepared():
-            return Message.objects.bulk_create(
-                [
-                    Message(
-                        tenant=tenant,
-                        session_id=session_id,
-                        seq=first_seq + offset,
-                        role=item.role,
-                        content=item.content,
-                        name=item.name,
-                        tool_call_id=item.tool_call_id,
-                        tool_calls=item.tool_calls,
-                        metadata=item.metadata,
-                        token_count=item.token_count or 0,
-                        created_at=times[offset],
-                    )
-                    for offset, item in enumerate(counted)
-                ]
-            )
+        if stored is None:
+            with statements_prepared():
+                stored = _messages_insert(
+                    tenant=tenant,
+                    session_id=session_id,
+                    first_seq=claim.first_seq,
+                    messages=counted,
+                    times=times,
+                )
+        return stored
+
+
+_MESSAGE_COLUMNS = (
+    "tenant_id",
+    "session_id",
+    "seq",
+    "role",
+    "content",
+    "name",
+    "tool_call_id",
+    "tool_calls",
+    "metadata",
+    "token_count",
+    "created_at",
+)
+
+
+def _message_values(
+    *,
+    tenant: Tenant,
+    session_id: uuid.UUID,
+    messages: list[MessageInput],
+    times: list[dt.datetime],
+) -> list[list[Any]]:
+    """Each message's column values but its seq, in _MESSAGE_COLUMNS' order, adapted for the
+    connection by the fields themselves (JSON, times, the session's id), as the ORM would."""
+    meta = Message._meta
+    prep_session = meta.get_field("session").get_db_prep_save(session_id, connection)
+    tool_calls_field = meta.get_field("tool_calls")
+    metadata_field = meta.get_field("metadata")
+    created_field = meta.get_field("created_at")
+    return [
+        [
+            tenant.pk,
+            prep_session,
+            item.role,
+            item.content,
+            item.name,
+            item.tool_call_id,
+            tool_calls_field.get_db_prep_save(item.tool_calls, connection),
+            metadata_field.get_db_prep_save(item.metadata, connection),
+            item.token_count or 0,
+            created_field.get_db_prep_save(times[offset], connection),
+        ]
+        for offset, item in enumerate(messages)
+    ]
+
+
+def _messages_stored(
+    *,
+    tenant: Tenant,
+    session_id: uuid.UUID,
+    first_seq: int,
+    messages: list[MessageInput],
+    times: list[dt.datetime],
+    ids: list[int],
+) -> list[Message]:
+    """The inserted messages as instances, as `bulk_create` hands them back."""
+    stored: list[Message] = []
+    for offset, (item, pk) in enumerate(zip(messages, ids, strict=True)):
+        message = Message(
+            id=pk,
+            tenant=tenant,
+            session_id=session_id,
+            seq=first_seq + offset,
+            role=item.role,
+            content=item.content,
+            name=item.name,
+            tool_call_id=item.tool_call_id,
+            tool_calls=item.tool_calls,
+            metadata=item.metadata,
+            token_count=item.token_count or 0,
+            created_at=times[offset],
+        )
+        message._state.adding = False
+        message._state.db = connection.alias
+        stored.append(message)
+    return stored
+
+
+def _messages_insert(
+    *,
+    tenant: Tenant,
+    session_id: uuid.UUID,
+    first_seq: int,
+    messages: list[MessageInput],
+    times: list[dt.datetime],
+) -> list[Message]:
+    """Insert the messages at `first_seq` on, in one statement; returns them as stored.
+
+    What `bulk_create` would send, without building the statement from the model on every
+    append (a tenth of an append's instructions: bench/README.md, "Eighth round")."""
+    meta = Message._meta
+    quote = connection.ops.quote_name
+    row = "(" + ", ".join(["%s"] * len(_MESSAGE_COLUMNS)) + ")"
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} "  # noqa: S608 (identifiers from model metadata)
+        f"({', '.join(quote(column) for column in _MESSAGE_COLUMNS)}) "
+        f"VALUES {', '.join([row] * len(messages))} RETURNING {quote(meta.pk.column)}"
+    )
+    params: list[Any] = []
+    values = _message_values(tenant=tenant, session_id=session_id, messages=messages, times=times)
+    for offset, columns in enumerate(values):
+        params += (*columns[:2], first_seq + offset, *columns[2:])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        ids = [row_id for (row_id,) in cursor.fetchall()]
+    return _messages_stored(
+        tenant=tenant,
+        session_id=session_id,
+        first_seq=first_seq,
+        messages=messages,
+        times=times,
+        ids=ids,
+    )
+
+
+def _claim_and_insert(
+    *,
+    tenant: Tenant,
+    session_id: uuid.UUID,
+    messages: list[MessageInput],
+    times: list[dt.datetime],
+    now: dt.datetime,
+) -> tuple[_Claim, list[Message]]:
+    """_claim_seqs and _messages_insert in one statement (PostgreSQL): the claim's UPDATE in a
+    data-modifying CTE, the insert taking its seqs from the claimed range. One round trip,
+    parsed and planned once per connection, where the two took two; a session that is not the
+    tenant's claims nothing, so nothing is inserted either."""
+    count = len(messages)
+    tokens = sum(item.token_count or 0 for item in messages)
+    claim_sql, claim_params, embed = _claim_statement(
+        tenant=tenant, session_id=session_id, count=count, tokens=tokens, now=now
+    )
+    meta = Message._meta
+    quote = connection.ops.quote_name
+    columns = [column for column in _MESSAGE_COLUMNS if column != "seq"]
+    # Typed, so that a column of NULLs (no message with tool calls) is not taken for text.
+    casts = [f"CAST(%s AS {_message_cast_type(column)})" for column in columns]
+    row = f"(CAST(%s AS integer), {', '.join(casts)})"
+    selected = ", ".join(
+        "claim.last_seq - %s + v.ord" if column == "seq" else f"v.{quote(column)}"
+        for column in _MESSAGE_COLUMNS
+    )
+    sql = (
+        f"WITH claim AS ({claim_sql}), "  # noqa: S608 (identifiers from model metadata)
+        f"inserted AS (INSERT INTO {quote(meta.db_table)} "
+        f"({', '.join(quote(column) for column in _MESSAGE_COLUMNS)}) "
+        f"SELECT {selected} FROM claim CROSS JOIN "
+        f"(VALUES {', '.join([row] * count)}) "
+        f"AS v(ord, {', '.join(quote(column) for column in columns)}) "
+        f"RETURNING {quote(meta.pk.column)}, seq) "
+        f"SELECT claim.*, ARRAY(SELECT {quote(meta.pk.column)} FROM inserted ORDER BY seq) "
+        "FROM claim"
+    )
+    params: list[Any] = [*claim_params, count - 1]
+    values = _message_values(tenant=tenant, session_id=session_id, messages=messages, times=times)
+    for offset, message_columns in enumerate(values):
+        params += (offset, *message_columns)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchone()
+    if found is None:
+        raise ResourceNotFound("No such session.")
+    claim = _claim_from_row(row=found[:-1], count=count, embed=embed)
+    stored = _messages_stored(
+        tenant=tenant,
+        session_id=session_id,
+        first_seq=claim.first_seq,
+        messages=messages,
+        times=times,
+        ids=list(found[-1]),
+    )
+    return claim, stored
+
+
+@functools.cache
+def _message_cast_type(column: str) -> str:
+    field = next(field for field in Message._meta.concrete_fields if field.column == column)
+    cast_type: str = field.cast_db_type(connection)
+    return cast_type
 
 
 def messages_redacted(
@@ -467,6 +650,21 @@ def _claim_seqs(
     IMMEDIATE transaction already serialises writers.) The ORM cannot express RETURNING on an
     update, hence the SQL; names and values still go through Django's quoting and adaptation.
     """
+    sql, params, embed = _claim_statement(
+        tenant=tenant, session_id=session_id, count=count, tokens=tokens, now=now
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise ResourceNotFound("No such session.")
+    return _claim_from_row(row=row, count=count, embed=embed)
+
+
+def _claim_statement(
+    *, tenant: Tenant, session_id: uuid.UUID, count: int, tokens: int, now: dt.datetime
+) -> tuple[str, list[Any], bool]:
+    """The claim's UPDATE … RETURNING, its values, and whether it requests an embedding."""
     meta = Session._meta
     quote = connection.ops.quote_name
     prep_id = meta.pk.get_db_prep_value(session_id, connection)
@@ -487,11 +685,10 @@ def _claim_seqs(
         "embedding_requested_at = %s"
     )
     params = [count, count, tokens, prep_now, prep_now, *([prep_now] if embed else [])]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, prep_id, tenant.pk, prep_now])
-        row = cursor.fetchone()
-    if row is None:
-        raise ResourceNotFound("No such session.")
+    return sql, [*params, prep_id, tenant.pk, prep_now], embed
+
+
+def _claim_from_row(*, row: tuple[Any, ...], count: int, embed: bool) -> _Claim:
     return _Claim(
         first_seq=int(row[0]) - count + 1,
         last_seq=int(row[0]),

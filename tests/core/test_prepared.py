@@ -1,12 +1,14 @@
-"""The append's two statements as prepared statements (memoryhub.core.prepared): prepared once
-per connection, nothing else prepared, the query log still shows them, row-level security still
-applies to them, and the setting turns them off. PostgreSQL's: skipped on SQLite."""
+"""The append's statement (the claim and the insert in one) as a prepared statement
+(memoryhub.core.prepared): prepared once per connection, nothing else prepared, the query log
+still shows it, row-level security still applies to it, and the setting turns it off.
+PostgreSQL's: skipped on SQLite."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from memoryhub.accounts.models import Tenant
 from memoryhub.core import rls
@@ -52,20 +54,38 @@ def session(tenant: Tenant) -> Session:
     return made
 
 
-def test_the_claim_and_the_insert_are_prepared_once_and_nothing_else(tenant, session):
+def test_the_append_is_prepared_once_and_nothing_else(tenant, session):
     connection.close()  # a connection of its own: nothing prepared on it yet
     for index in range(3):
         _append(tenant, session, f"turn {index}")
 
     statements = _prepared()
-    assert len(statements) == 2
-    assert statements[0].startswith('UPDATE "sessions_app_session" SET last_seq = last_seq + $1')
-    assert statements[1].startswith('INSERT INTO "sessions_app_message"')
+    assert len(statements) == 1
+    assert statements[0].startswith(
+        'WITH claim AS (UPDATE "sessions_app_session" SET last_seq = last_seq + $1'
+    )
+    assert 'INSERT INTO "sessions_app_message"' in statements[0]
     with rls.rls_system_scope():
         stored = list(
             Message.objects.filter(session=session).order_by("seq").values_list("seq", "content")
         )
     assert stored == [(1, "turn 0"), (2, "turn 1"), (3, "turn 2")]
+
+
+def test_a_backfill_prepares_the_claim_and_the_insert_apart(tenant, session):
+    connection.close()
+    _append(tenant, session, "one")
+    with rls.rls_scope(tenant_id=tenant.pk):
+        message_append_batch(
+            tenant=tenant,
+            session_id=session.pk,
+            messages=[MessageInput(role="user", content="two", created_at=timezone.now())],
+        )
+
+    statements = _prepared()
+    assert [statement.split()[0] for statement in statements] == ["WITH", "UPDATE", "INSERT"]
+    with rls.rls_system_scope():
+        assert Session.objects.get(pk=session.pk).last_seq == 2
 
 
 def test_a_batch_of_another_length_is_a_statement_of_its_own(tenant, session):
@@ -82,7 +102,7 @@ def test_a_batch_of_another_length_is_a_statement_of_its_own(tenant, session):
         )
 
     statements = _prepared()
-    assert sum(statement.startswith("INSERT") for statement in statements) == 2
+    assert sum(statement.startswith("WITH") for statement in statements) == 2
     with rls.rls_system_scope():
         assert Session.objects.get(pk=session.pk).last_seq == 3
 
@@ -92,8 +112,10 @@ def test_the_query_log_shows_them_with_their_values(tenant, session):
         _append(tenant, session, "logged")
 
     logged = [query["sql"] for query in captured.captured_queries]
-    assert any(sql.startswith("INSERT") and "'logged'" in sql for sql in logged), logged
-    assert any(sql.startswith("UPDATE") and session.pk.hex in sql for sql in logged), logged
+    assert any(
+        sql.startswith("WITH claim AS (UPDATE") and "'logged'" in sql and session.pk.hex in sql
+        for sql in logged
+    ), logged
 
 
 def test_the_connection_is_as_it_was_after_the_block_even_after_an_error(tenant):
@@ -115,7 +137,7 @@ def test_row_level_security_still_holds_for_a_prepared_statement(tenant, other_t
         _append(tenant, session, f"mine {index}")
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT generic_plans FROM pg_prepared_statements WHERE statement LIKE 'UPDATE%%'"
+            "SELECT generic_plans FROM pg_prepared_statements WHERE statement LIKE 'WITH%%'"
         )
         assert cursor.fetchone()[0] >= 1
 
@@ -130,7 +152,7 @@ def test_row_level_security_still_holds_for_a_prepared_statement(tenant, other_t
     # psycopg deallocates its prepared statements after a rollback; the next append prepares
     # them again.
     _append(tenant, session, "mine again")
-    assert len(_prepared()) == 2
+    assert len(_prepared()) == 1
     with rls.rls_system_scope():
         contents = list(
             Message.objects.filter(session=session)
