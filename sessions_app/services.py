@@ -282,7 +282,12 @@ def message_append_batch(
             if first_given is None and connection.vendor == "postgresql":
                 # Nothing to read between the claim and the insert: one statement does both.
                 claim, stored = _claim_and_insert(
-                    tenant=tenant, session_id=session_id, messages=counted, times=times, now=now
+                    tenant=tenant,
+                    session_id=session_id,
+                    messages=counted,
+                    times=times,
+                    tokens=tokens,
+                    now=now,
                 )
             else:
                 claim = _claim_seqs(
@@ -453,6 +458,7 @@ def _claim_and_insert(
     session_id: uuid.UUID,
     messages: list[MessageInput],
     times: list[dt.datetime],
+    tokens: int,
     now: dt.datetime,
 ) -> tuple[_Claim, list[Message]]:
     """_claim_seqs and _messages_insert in one statement (PostgreSQL): the claim's UPDATE in a
@@ -460,7 +466,6 @@ def _claim_and_insert(
     parsed and planned once per connection, where the two took two; a session that is not the
     tenant's claims nothing, so nothing is inserted either."""
     count = len(messages)
-    tokens = sum(item.token_count or 0 for item in messages)
     claim_sql, claim_params, embed = _claim_statement(
         tenant=tenant, session_id=session_id, count=count, tokens=tokens, now=now
     )
@@ -508,8 +513,11 @@ def _claim_and_insert(
 
 @functools.cache
 def _message_cast_type(column: str) -> str:
+    """The column's type as a cast names it (a foreign key's is its target's)."""
     field = next(field for field in Message._meta.concrete_fields if field.column == column)
-    cast_type: str = field.cast_db_type(connection)
+    cast_type = field.db_type(connection)
+    if cast_type is None:
+        raise TypeError(f"sessions_app_message.{column} has no database type to cast to")
     return cast_type
 
 

@@ -3,9 +3,10 @@
 Django sends every statement with its values inlined (psycopg's client-side binding, and no
 prepared statements: Django turns psycopg's off so that connection poolers work), so PostgreSQL
 parses, rewrites (row-level security's policies included) and plans each one anew. For the
-append's two statements — the session's counters bumped by primary key, the message inserted —
-that was most of PostgreSQL's CPU per append: 1.6-1.9 ms against 1.0 ms prepared, in-process on a
-2-core machine (bench/README.md, "Seventh round").
+append's statements — the session's counters bumped by primary key, the message inserted, one
+statement on PostgreSQL (sessions_app.services._claim_and_insert) — that was most of
+PostgreSQL's CPU per append: 1.6-1.9 ms against 1.0 ms prepared, in-process on a 2-core machine
+(bench/README.md, "Seventh round").
 
 Inside `statements_prepared()`, the statements Django sends on the connection go through
 psycopg's server-side binding with `prepare=True`: PostgreSQL parses and plans each one once per
