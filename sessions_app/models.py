@@ -146,6 +146,27 @@ class Message(TenantOwnedModel):
         return f"{self.session_id}#{self.seq} {self.role}"
 
 
+# What a hand-written INSERT of messages (an append's, an import's) lists, in its order: every
+# concrete field but the id.
+MESSAGE_INSERT_FIELDS = (
+    "tenant",
+    "session",
+    "seq",
+    "role",
+    "content",
+    "name",
+    "tool_call_id",
+    "tool_calls",
+    "metadata",
+    "token_count",
+    "created_at",
+)
+_MESSAGE_COLUMN_OF = {field.name: field.column for field in Message._meta.concrete_fields}
+MESSAGE_INSERT_COLUMNS: tuple[str, ...] = tuple(
+    str(_MESSAGE_COLUMN_OF[name]) for name in MESSAGE_INSERT_FIELDS
+)
+
+
 class StateEntry(TenantOwnedModel):
     """One key of a session's working state; `working_memory` is a key like any other."""
 

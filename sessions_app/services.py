@@ -32,7 +32,15 @@ from memoryhub.core.prepared import statements_prepared
 from memoryhub.core.tokens import count_tokens
 from sessions_app.embedding import embedding_enabled, embedding_enqueue_after_append
 from sessions_app.extraction import extraction_enabled, extraction_request
-from sessions_app.models import Message, MessageRole, Plan, Session, StateEntry, TaskContext
+from sessions_app.models import (
+    MESSAGE_INSERT_COLUMNS,
+    Message,
+    MessageRole,
+    Plan,
+    Session,
+    StateEntry,
+    TaskContext,
+)
 from sessions_app.summaries import summary_due, summary_request
 
 
@@ -337,21 +345,6 @@ def message_append_batch(
         return stored
 
 
-_MESSAGE_COLUMNS = (
-    "tenant_id",
-    "session_id",
-    "seq",
-    "role",
-    "content",
-    "name",
-    "tool_call_id",
-    "tool_calls",
-    "metadata",
-    "token_count",
-    "created_at",
-)
-
-
 def _message_values(
     *,
     tenant: Tenant,
@@ -359,7 +352,7 @@ def _message_values(
     messages: list[MessageInput],
     times: list[dt.datetime],
 ) -> list[list[Any]]:
-    """Each message's column values but its seq, in _MESSAGE_COLUMNS' order, adapted for the
+    """Each message's column values but its seq, in MESSAGE_INSERT_COLUMNS' order, adapted for the
     connection by the fields themselves (JSON, times, the session's id), as the ORM would."""
     meta = Message._meta
     prep_session = meta.get_field("session").get_db_prep_save(session_id, connection)
@@ -429,10 +422,10 @@ def _messages_insert(
     append (a tenth of an append's instructions: bench/README.md, "Eighth round")."""
     meta = Message._meta
     quote = connection.ops.quote_name
-    row = "(" + ", ".join(["%s"] * len(_MESSAGE_COLUMNS)) + ")"
+    row = "(" + ", ".join(["%s"] * len(MESSAGE_INSERT_COLUMNS)) + ")"
     sql = (
         f"INSERT INTO {quote(meta.db_table)} "  # noqa: S608 (identifiers from model metadata)
-        f"({', '.join(quote(column) for column in _MESSAGE_COLUMNS)}) "
+        f"({', '.join(quote(column) for column in MESSAGE_INSERT_COLUMNS)}) "
         f"VALUES {', '.join([row] * len(messages))} RETURNING {quote(meta.pk.column)}"
     )
     params: list[Any] = []
@@ -471,18 +464,18 @@ def _claim_and_insert(
     )
     meta = Message._meta
     quote = connection.ops.quote_name
-    columns = [column for column in _MESSAGE_COLUMNS if column != "seq"]
+    columns = [column for column in MESSAGE_INSERT_COLUMNS if column != "seq"]
     # Typed, so that a column of NULLs (no message with tool calls) is not taken for text.
     casts = [f"CAST(%s AS {_message_cast_type(column)})" for column in columns]
     row = f"(CAST(%s AS integer), {', '.join(casts)})"
     selected = ", ".join(
         "claim.last_seq - %s + v.ord" if column == "seq" else f"v.{quote(column)}"
-        for column in _MESSAGE_COLUMNS
+        for column in MESSAGE_INSERT_COLUMNS
     )
     sql = (
         f"WITH claim AS ({claim_sql}), "  # noqa: S608 (identifiers from model metadata)
         f"inserted AS (INSERT INTO {quote(meta.db_table)} "
-        f"({', '.join(quote(column) for column in _MESSAGE_COLUMNS)}) "
+        f"({', '.join(quote(column) for column in MESSAGE_INSERT_COLUMNS)}) "
         f"SELECT {selected} FROM claim CROSS JOIN "
         f"(VALUES {', '.join([row] * count)}) "
         f"AS v(ord, {', '.join(quote(column) for column in columns)}) "

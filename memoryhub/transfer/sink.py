@@ -86,6 +86,8 @@ from sessions_app.models import (
     AGENT_ID_MAX_LENGTH,
     EVENT_NAME_MAX_LENGTH,
     EXTERNAL_KEY_MAX_LENGTH,
+    MESSAGE_INSERT_COLUMNS,
+    MESSAGE_INSERT_FIELDS,
     RESPONSE_TOPIC_MAX_LENGTH,
     STATE_KEY_MAX_LENGTH,
     SUMMARY_MODEL_MAX_LENGTH,
@@ -135,23 +137,8 @@ _KIND_MODELS: dict[str, type[Model]] = {
 
 
 _MESSAGE_ROLES = frozenset(MessageRole.values)
-_MESSAGE_FIELDS = (
-    "tenant",
-    "session",
-    "seq",
-    "role",
-    "content",
-    "name",
-    "tool_call_id",
-    "tool_calls",
-    "metadata",
-    "token_count",
-    "created_at",
-)
-_MESSAGE_COLUMNS = tuple(
-    str({field.name: field.column for field in Message._meta.concrete_fields}[name])
-    for name in _MESSAGE_FIELDS
-)
+_MESSAGE_FIELDS = MESSAGE_INSERT_FIELDS
+_MESSAGE_COLUMNS = MESSAGE_INSERT_COLUMNS
 _TOKEN_COUNT = _MESSAGE_FIELDS.index("token_count")
 _CONTENT = _MESSAGE_FIELDS.index("content")
 _SESSION_FK = Message._meta.get_field("session")
