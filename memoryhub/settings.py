@@ -479,7 +479,8 @@ CACHES: dict[str, dict[str, Any]]
 if REDIS_CACHE_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Django's Redis backend, its redis-py client built once, not per call (core.cache).
+            "BACKEND": "memoryhub.core.cache.SharedClientRedisCache",
             "LOCATION": REDIS_CACHE_URL,
             "KEY_PREFIX": "memoryhub",
             # A slow or absent Redis costs a request at most this; the counters then fail open.
