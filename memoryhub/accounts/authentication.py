@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from rest_framework import authentication, exceptions
@@ -14,13 +15,14 @@ from memoryhub.accounts.binding import PersonCredential
 from memoryhub.accounts.models import ApiKey, Tenant
 from memoryhub.accounts.selectors import (
     ApiKeyInvalid,
+    api_key_cache_key_for,
     api_key_cache_store,
     api_key_cached,
     api_key_for_secret,
 )
 from memoryhub.accounts.services import api_key_mark_used
 from memoryhub.core.errors import TooManyFailedAuthentications
-from memoryhub.core.ratelimit import client_address, window_count, window_hit
+from memoryhub.core.ratelimit import cache_read_many, client_address, window_hit, window_key
 from memoryhub.core.rls import rls_for_tenant, rls_system_scope
 
 # A person-bound token's verifier (the credentials app registers it when it loads; the kernel
@@ -39,15 +41,29 @@ def _looks_like_token(presented: str) -> bool:
     return presented.startswith("eyJ") and presented.count(".") == 2
 
 
-def credential_for(presented: str) -> ApiKey | PersonCredential:
-    """The key or person-bound token `presented` is, or ApiKeyInvalid."""
-    if _looks_like_token(presented) and _token_verifiers:
+def _is_token(presented: str) -> bool:
+    return _looks_like_token(presented) and bool(_token_verifiers)
+
+
+def credential_for(
+    presented: str, *, read: dict[str, Any] | None = None
+) -> ApiKey | PersonCredential:
+    """The key or person-bound token `presented` is, or ApiKeyInvalid. `read`: the cache's
+    values the caller has read already (cache_read_many), the key's cached verification among
+    them (under api_key_cache_key_for) if the cache holds it."""
+    if _is_token(presented):
         # Row-level security: the tenant is what the lookup finds out, so it looks across
         # tenants.
         with rls_system_scope():
             return _token_verifiers[0](presented)
     # A key verified a moment ago: no query, and no system scope to enter and leave.
-    cached = api_key_cached(presented=presented)
+    if read is None:
+        cached = api_key_cached(presented=presented)
+    else:
+        cache_key = api_key_cache_key_for(presented=presented)
+        cached = api_key_cached(
+            presented=presented, entry=read.get(cache_key) if cache_key is not None else None
+        )
     if cached is not None:
         return cached
     with rls_system_scope():
@@ -105,12 +121,23 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         limit: int = settings.MEMORYHUB_FAILED_AUTH_LIMIT
         window_seconds: int = settings.MEMORYHUB_FAILED_AUTH_WINDOW_SECONDS
         failures_key = f"auth-failures:{client_address(request) or 'unknown'}"
-        if limit:
-            failures = window_count(key=failures_key, window_seconds=window_seconds)
-            if failures.count >= limit:
-                raise TooManyFailedAuthentications(wait=failures.retry_after)
+        # The failures' count and the key's cached verification in one cache round trip.
+        failures_window = (
+            window_key(key=failures_key, window_seconds=window_seconds) if limit else None
+        )
+        wanted: list[str] = []
+        if failures_window is not None:
+            wanted.append(failures_window[0])
+        key_cache_key = None if _is_token(presented) else api_key_cache_key_for(presented=presented)
+        if key_cache_key is not None:
+            wanted.append(key_cache_key)
+        read = cache_read_many(wanted)
+        if failures_window is not None:
+            failures_cache_key, retry_after = failures_window
+            if int(read.get(failures_cache_key, 0)) >= limit:
+                raise TooManyFailedAuthentications(wait=retry_after)
         try:
-            credential = credential_for(presented)
+            credential = credential_for(presented, read=read)
         except ApiKeyInvalid as error:
             if limit:
                 window_hit(key=failures_key, window_seconds=window_seconds)

@@ -93,12 +93,10 @@ def _auth_cache_seconds() -> int:
     return seconds
 
 
-def api_key_cached(*, presented: str) -> ApiKey | None:
-    """The key `presented` is, from the cache and without a query (its tenant attached); None
-    when it is not there (or the cache is off or unreachable): then ask api_key_for_secret.
-    ApiKeyInvalid when the cached key has expired since (expiry is checked at every use)."""
-    seconds = _auth_cache_seconds()
-    if seconds <= 0:
+def api_key_cache_key_for(*, presented: str) -> str | None:
+    """The cache key a verified `presented` key would be kept under; None when the cache is
+    off or the key is not worth a lookup (not of the library's shape)."""
+    if _auth_cache_seconds() <= 0:
         return None
     try:
         prefix, _ = _key_prefix(presented)
@@ -106,11 +104,30 @@ def api_key_cached(*, presented: str) -> ApiKey | None:
         return None
     if not _PREFIX_SHAPE.fullmatch(prefix):
         return None
-    try:
-        entry = cache.get(api_key_cache_key(prefix=prefix))
-    except Exception:  # a cache outage costs the query, not the request
-        logger.warning("Auth cache unavailable; verifying the key in the database", exc_info=True)
+    return api_key_cache_key(prefix=prefix)
+
+
+_NOT_READ: Any = object()
+
+
+def api_key_cached(*, presented: str, entry: Any = _NOT_READ) -> ApiKey | None:
+    """The key `presented` is, from the cache and without a query (its tenant attached); None
+    when it is not there (or the cache is off or unreachable): then ask api_key_for_secret.
+    ApiKeyInvalid when the cached key has expired since (expiry is checked at every use).
+    `entry`: what the cache holds under api_key_cache_key_for, when the caller has read it
+    (with other values, in one round trip); read here otherwise."""
+    seconds = _auth_cache_seconds()
+    cache_key = api_key_cache_key_for(presented=presented)
+    if cache_key is None:
         return None
+    if entry is _NOT_READ:
+        try:
+            entry = cache.get(cache_key)
+        except Exception:  # a cache outage costs the query, not the request
+            logger.warning(
+                "Auth cache unavailable; verifying the key in the database", exc_info=True
+            )
+            return None
     if not isinstance(entry, dict) or entry.get("format") != AUTH_CACHE_FORMAT:
         return None
     if not constant_time_compare(entry["digest"], _presented_digest(presented)):

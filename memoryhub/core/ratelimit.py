@@ -35,6 +35,25 @@ def _window(*, key: str, window_seconds: int) -> tuple[str, int]:
     return f"memoryhub:{key}:{start}", retry_after
 
 
+def window_key(*, key: str, window_seconds: int) -> tuple[str, int]:
+    """The cache key of `key`'s current window, and the seconds until the window closes: for a
+    caller that reads the count together with other values (cache_read_many)."""
+    return _window(key=key, window_seconds=window_seconds)
+
+
+def cache_read_many(keys: list[str]) -> dict[str, Any]:
+    """The values of `keys` that are in the cache, read in one round trip (Redis: one MGET);
+    {} when the cache is out: each reader then does as on a miss (a count is 0, fail open)."""
+    if not keys:
+        return {}
+    try:
+        found: dict[str, Any] = cache.get_many(keys)
+    except Exception:  # as above: a cache outage must not take the API down with it
+        logger.warning("Cache unavailable; reading %s as missing", keys, exc_info=True)
+        return {}
+    return found
+
+
 def window_hit(*, key: str, window_seconds: int) -> WindowCount:
     """Count one event in the current window of `key` and return the window's count."""
     cache_key, retry_after = _window(key=key, window_seconds=window_seconds)
@@ -49,17 +68,6 @@ def window_hit(*, key: str, window_seconds: int) -> WindowCount:
     except Exception:  # a cache outage must not take the API down with it
         logger.warning("Rate-limit cache unavailable; not counting %s", key, exc_info=True)
         return WindowCount(count=0, retry_after=retry_after)
-    return WindowCount(count=int(count), retry_after=retry_after)
-
-
-def window_count(*, key: str, window_seconds: int) -> WindowCount:
-    """The current window's count of `key`, without counting."""
-    cache_key, retry_after = _window(key=key, window_seconds=window_seconds)
-    try:
-        count = cache.get(cache_key, 0)
-    except Exception:  # as above: fail open
-        logger.warning("Rate-limit cache unavailable; not checking %s", key, exc_info=True)
-        count = 0
     return WindowCount(count=int(count), retry_after=retry_after)
 
 

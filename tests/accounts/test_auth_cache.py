@@ -8,6 +8,7 @@ from unittest import mock
 import pytest
 from django.conf import settings as django_settings
 from django.core.cache import cache
+from django.core.cache.backends.redis import RedisCacheClient
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -305,3 +306,40 @@ def test_a_revoke_reaches_other_processes_through_redis(tenant, make_key):
     api_key_revoke(api_key=api_key, actor=Actor.system("test"))
 
     assert not other.exists(stored_key)
+
+
+def test_the_failures_count_and_the_key_are_one_cache_read(tenant, make_key, settings):
+    settings.MEMORYHUB_FAILED_AUTH_LIMIT = 5
+    _, secret = make_key(tenant)
+    client = client_for(secret)
+    assert client.get(SESSIONS).status_code == 200  # verified and cached
+
+    with (
+        mock.patch.object(cache, "get", wraps=cache.get) as get,
+        mock.patch.object(cache, "get_many", wraps=cache.get_many) as get_many,
+    ):
+        response, captured = get_counting(client)
+
+    assert response.status_code == 200
+    assert key_queries(captured) == []  # the key came from the cache
+    read = [sorted(call.args[0]) for call in get_many.call_args_list]
+    assert len(read) == 1
+    assert len(read[0]) == 2
+    assert any(name.startswith("auth:api-key:") for name in read[0])
+    assert any("auth-failures:" in name for name in read[0])
+    # Local memory's get_many is its get per key; Redis's is one MGET, and no GET beside it.
+    redis_backend = isinstance(getattr(cache, "_cache", None), RedisCacheClient)
+    assert get.call_count == (0 if redis_backend else 2)
+
+
+def test_a_cache_outage_costs_the_key_query_and_counts_nothing(tenant, make_key, settings):
+    settings.MEMORYHUB_FAILED_AUTH_LIMIT = 1
+    _, secret = make_key(tenant)
+    client = client_for(secret)
+    assert client.get(SESSIONS).status_code == 200
+
+    with mock.patch.object(cache, "get_many", side_effect=ConnectionError("cache down")):
+        response, captured = get_counting(client)
+
+    assert response.status_code == 200
+    assert len(key_queries(captured)) == 1  # verified in the database instead
