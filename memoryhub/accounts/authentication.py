@@ -3,7 +3,7 @@ or a person's: `Authorization: Bearer <a person-bound token>` (memoryhub.credent
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,7 @@ def _is_token(presented: str) -> bool:
 
 
 def credential_for(
-    presented: str, *, read: dict[str, Any] | None = None
+    presented: str, *, read: Mapping[str, Any] | None = None
 ) -> ApiKey | PersonCredential:
     """The key or person-bound token `presented` is, or ApiKeyInvalid. `read`: the cache's
     values the caller has read already (cache_read_many), the key's cached verification among
@@ -57,13 +57,7 @@ def credential_for(
         with rls_system_scope():
             return _token_verifiers[0](presented)
     # A key verified a moment ago: no query, and no system scope to enter and leave.
-    if read is None:
-        cached = api_key_cached(presented=presented)
-    else:
-        cache_key = api_key_cache_key_for(presented=presented)
-        cached = api_key_cached(
-            presented=presented, entry=read.get(cache_key) if cache_key is not None else None
-        )
+    cached = api_key_cached(presented=presented, read=read)
     if cached is not None:
         return cached
     with rls_system_scope():

@@ -6,6 +6,7 @@ import datetime as dt
 import logging
 import re
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -107,20 +108,20 @@ def api_key_cache_key_for(*, presented: str) -> str | None:
     return api_key_cache_key(prefix=prefix)
 
 
-_NOT_READ: Any = object()
-
-
-def api_key_cached(*, presented: str, entry: Any = _NOT_READ) -> ApiKey | None:
+def api_key_cached(*, presented: str, read: Mapping[str, Any] | None = None) -> ApiKey | None:
     """The key `presented` is, from the cache and without a query (its tenant attached); None
     when it is not there (or the cache is off or unreachable): then ask api_key_for_secret.
     ApiKeyInvalid when the cached key has expired since (expiry is checked at every use).
-    `entry`: what the cache holds under api_key_cache_key_for, when the caller has read it
-    (with other values, in one round trip); read here otherwise."""
+    `read`: the cache's values the caller has read already (with others, in one round trip:
+    the key's entry among them under api_key_cache_key_for if the cache holds it); read here
+    otherwise."""
     seconds = _auth_cache_seconds()
     cache_key = api_key_cache_key_for(presented=presented)
     if cache_key is None:
         return None
-    if entry is _NOT_READ:
+    if read is not None:
+        entry = read.get(cache_key)
+    else:
         try:
             entry = cache.get(cache_key)
         except Exception:  # a cache outage costs the query, not the request

@@ -137,10 +137,8 @@ _KIND_MODELS: dict[str, type[Model]] = {
 
 
 _MESSAGE_ROLES = frozenset(MessageRole.values)
-_MESSAGE_FIELDS = MESSAGE_INSERT_FIELDS
-_MESSAGE_COLUMNS = MESSAGE_INSERT_COLUMNS
-_TOKEN_COUNT = _MESSAGE_FIELDS.index("token_count")
-_CONTENT = _MESSAGE_FIELDS.index("content")
+_TOKEN_COUNT = MESSAGE_INSERT_FIELDS.index("token_count")
+_CONTENT = MESSAGE_INSERT_FIELDS.index("content")
 _SESSION_FK = Message._meta.get_field("session")
 
 
@@ -201,7 +199,7 @@ def _message_json_insert(db: BaseDatabaseWrapper) -> str:
         fields = {field.name: field for field in Message._meta.concrete_fields}
         quote = db.ops.quote_name
         values = []
-        for index, name in enumerate(_MESSAGE_FIELDS[2:]):
+        for index, name in enumerate(MESSAGE_INSERT_FIELDS[2:]):
             field = fields[name]
             text = f"r->>{index}"
             if field.get_internal_type() in ("CharField", "TextField"):
@@ -211,7 +209,7 @@ def _message_json_insert(db: BaseDatabaseWrapper) -> str:
         # Names and types from the model's own metadata; every value is a parameter.
         _MESSAGE_JSON_INSERT[db.alias] = (
             f"INSERT INTO {quote(Message._meta.db_table)} "  # noqa: S608
-            f"({', '.join(quote(column) for column in _MESSAGE_COLUMNS)}) "
+            f"({', '.join(quote(column) for column in MESSAGE_INSERT_COLUMNS)}) "
             f"SELECT %s, %s, {', '.join(values)} FROM jsonb_array_elements(%s::jsonb) AS r"
         )
     return _MESSAGE_JSON_INSERT[db.alias]
@@ -220,14 +218,15 @@ def _message_json_insert(db: BaseDatabaseWrapper) -> str:
 def _insert_messages(
     db: BaseDatabaseWrapper, *, rows: list[tuple[Any, ...]], defer: Statements | None = None
 ) -> None:
-    """INSERT a chunk of one session's message rows (in _MESSAGE_COLUMNS' order). On PostgreSQL
-    as one statement of three parameters, the rows a JSON array: a multi-row VALUES of eleven
-    parameters a row costs the driver more (it splits the statement at every placeholder and
-    quotes each value) than encoding the chunk at once. Elsewhere (SQLite) as _insert_rows."""
+    """INSERT a chunk of one session's message rows (in MESSAGE_INSERT_COLUMNS' order). On
+    PostgreSQL as one statement of three parameters, the rows a JSON array: a multi-row VALUES
+    of eleven parameters a row costs the driver more (it splits the statement at every
+    placeholder and quotes each value) than encoding the chunk at once. Elsewhere (SQLite) as
+    _insert_rows."""
     if not rows:
         return
     if db.vendor != "postgresql":
-        _insert_rows(db, Message, columns=_MESSAGE_COLUMNS, rows=rows, defer=defer)
+        _insert_rows(db, Message, columns=MESSAGE_INSERT_COLUMNS, rows=rows, defer=defer)
         return
     tenant_id, session_id = rows[0][0], rows[0][1]
     sql = _message_json_insert(db)
@@ -773,8 +772,8 @@ class ImportSink:
         origin: Origin,
         default_time: dt.datetime,
     ) -> tuple[Any, ...]:
-        """The values a message's row gets, in _MESSAGE_COLUMNS' order: an unknown role renamed
-        and an oversized content cut, each said in the report."""
+        """The values a message's row gets, in MESSAGE_INSERT_COLUMNS' order: an unknown role
+        renamed and an oversized content cut, each said in the report."""
         role, metadata = message.role, message.metadata
         if role not in _MESSAGE_ROLES:
             role = ROLE_ALIASES.get(role.lower(), UNKNOWN_ROLE_STORED_AS)

@@ -19,20 +19,8 @@ from sessions_app.services import MessageInput, MessageInputInvalid, message_app
 
 pytestmark = pytest.mark.django_db
 
-FIELDS = (
-    "id",
-    "tenant_id",
-    "session_id",
-    "seq",
-    "role",
-    "content",
-    "name",
-    "tool_call_id",
-    "tool_calls",
-    "metadata",
-    "token_count",
-    "created_at",
-)
+# Every column of the table, by attribute name.
+FIELDS = tuple(field.attname for field in Message._meta.concrete_fields)
 TOOL_CALLS = [
     {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
 ]

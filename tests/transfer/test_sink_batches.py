@@ -135,11 +135,11 @@ def test_a_first_import_asks_no_imported_record_per_session_and_still_dedups(ten
 
 
 def test_the_message_insert_names_every_column_of_the_model():
-    # The import writes messages with its own INSERT: a field added to Message must be added to
-    # sink._MESSAGE_FIELDS too, or the import would leave it to the database (and fail or
-    # store NULL).
+    # The import (and the append) write messages with their own INSERT: a field added to
+    # Message must be added to MESSAGE_INSERT_FIELDS too, or they would leave it to the database
+    # (and fail or store NULL).
     stored = {field.name for field in Message._meta.concrete_fields} - {"id"}
-    assert stored == set(sink_module._MESSAGE_FIELDS)
+    assert stored == set(sink_module.MESSAGE_INSERT_FIELDS)
 
 
 def test_the_message_insert_stores_each_value_as_the_model_would(tenant):
