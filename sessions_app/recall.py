@@ -33,6 +33,7 @@ from memoryhub.accounts.models import EndUser, Tenant, end_user_id_is_storable
 from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.core.after_response import after_response
 from memoryhub.core.errors import InvalidInput, ResourceNotFound
+from memoryhub.core.prepared import statements_prepared
 from memoryhub.core.recall import Hit, RecallDoc, RecallIndex, Signals, rank
 from memoryhub.core.recall.analyzer import query_terms
 from memoryhub.core.recall.cache import IndexCache
@@ -540,7 +541,8 @@ def _hit_rows(
     else:
         sql = sql.format(ids=", ".join(["%s"] * len(ids)))
         params = [tenant_id, *ids]
-    with db.cursor() as cursor:
+    # Prepared (memoryhub.core.prepared): primary keys, one plan for any ids.
+    with statements_prepared(using=alias), db.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     found: dict[Hashable, Message | RecalledMessage] = {}

@@ -170,3 +170,49 @@ def test_the_setting_turns_them_off(tenant, session, settings):
     assert _prepared() == []
     with rls.rls_system_scope():
         assert Message.objects.filter(session=session).count() == 1
+
+
+# --- the reads prepared before every context call and search -------------------------------
+
+
+def test_the_context_session_read_is_prepared_and_still_scoped(tenant, other_tenant, session):
+    from sessions_app.selectors import session_get_for_context
+
+    connection.close()
+    for _ in range(6):  # past the five custom plans: the generic plan answers the last ones
+        with rls.rls_scope(tenant_id=tenant.pk):
+            found = session_get_for_context(tenant=tenant, session_id=session.pk)
+        assert (found.id, found.agent_id, found.summary_text) == (session.pk, "chat", None)
+        assert found.person_versions is not None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE '%%SELECT \"agent_id\"%%'"
+        )
+        assert cursor.fetchone()[0] >= 1
+
+    # Another tenant's scope, or another tenant's id in the statement: no session either way.
+    with pytest.raises(ResourceNotFound), rls.rls_scope(tenant_id=other_tenant.pk):
+        session_get_for_context(tenant=tenant, session_id=session.pk)
+    with pytest.raises(ResourceNotFound), rls.rls_scope(tenant_id=other_tenant.pk):
+        session_get_for_context(tenant=other_tenant, session_id=session.pk)
+
+
+def test_the_hit_rows_are_prepared_and_only_the_tenants(tenant, other_tenant, session):
+    from sessions_app.recall import _hit_rows
+
+    mine = _append(tenant, session, "a hit")
+    with rls.rls_scope(tenant_id=other_tenant.pk):
+        theirs, _ = session_create_or_get(tenant=other_tenant, user_id="bob", agent_id="chat")
+    foreign = _append(other_tenant, theirs, "not a hit of yours")
+    ids = [mine[0].pk, foreign[0].pk]
+    connection.close()
+    for _ in range(6):
+        with rls.rls_scope(tenant_id=tenant.pk):
+            rows = _hit_rows(tenant_id=tenant.pk, ids=ids, fields=None)
+        assert list(rows) == [mine[0].pk]
+        assert rows[mine[0].pk].content == "a hit"
+    assert [s.split()[0] for s in _prepared()] == ["SELECT"]
+    # The other tenant's id in the statement, in the first tenant's scope: the policy hides it.
+    with rls.rls_scope(tenant_id=tenant.pk):
+        assert _hit_rows(tenant_id=other_tenant.pk, ids=ids, fields=None) == {}
