@@ -157,7 +157,7 @@ SELECT "seq", "role", "content", "name", "tool_call_id", "tool_calls", "token_co
 FROM "sessions_app_message"
 WHERE "tenant_id" = %s AND "session_id" = %s
 ORDER BY "seq" DESC
-LIMIT %s
+LIMIT {limit}
 """
 
 
@@ -196,9 +196,13 @@ def message_tail_query(
 ) -> tuple[str, list[Any]]:
     """message_tail_for_context's statement and its parameters (the context's gather reads it
     inside a statement of its own too: memoryhub.context.selectors): one row more than `last`,
-    newest first, to tell whether older ones exist."""
+    newest first, to tell whether older ones exist.
+
+    The limit is written into the statement, not passed: prepared (the context's read), a
+    statement with the limit as a parameter gets a generic plan that sorts the whole session
+    (it cannot know the limit is small): 105 ms instead of 1.4 at 100,000 messages."""
     db_session_id = Session._meta.pk.get_db_prep_value(session_id, connection)
-    return _CONTEXT_MESSAGES_SQL, [tenant_id, db_session_id, max(last, 0) + 1]
+    return _CONTEXT_MESSAGES_SQL.format(limit=int(max(last, 0) + 1)), [tenant_id, db_session_id]
 
 
 def message_tail_from_rows(rows: Iterable[Sequence[Any]], *, last: int) -> MessageTail:

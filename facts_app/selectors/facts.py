@@ -193,7 +193,7 @@ FROM "facts_app_fact" AS f{join}
 WHERE f."tenant_id" = %s AND f."superseded_by_id" IS NULL
   AND (f."valid_until" IS NULL OR f."valid_until" > %s) AND {owner}
 ORDER BY f."created_at" DESC, f."id" DESC
-LIMIT %s
+LIMIT {{limit}}
 """
 _OWNER_SQL = {
     # (tenant_wide, a person given): the owner condition
@@ -239,11 +239,14 @@ def current_candidates_query(
     (memoryhub.context.selectors). Its rows, read raw: candidates_from_rows."""
     embedder = get_embedder()
     person = end_user_id is not None
-    sql = _CURRENT_CANDIDATES[(embedder is not None, tenant_wide, person)]
+    # The limit written in, as the context's message read writes its own (a prepared statement's
+    # generic plan would not know it).
+    sql = _CURRENT_CANDIDATES[(embedder is not None, tenant_wide, person)].format(
+        limit=int(MAX_CANDIDATES) + 1
+    )
     params: list[Any] = [] if embedder is None else [embedder.model_name]
     params += [tenant_id, connection.ops.adapt_datetimefield_value(timezone.now())]
     params += [end_user_id] if person else []
-    params.append(MAX_CANDIDATES + 1)
     return sql, params
 
 

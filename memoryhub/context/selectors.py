@@ -24,6 +24,7 @@ from facts_app.selectors.memories import (
 )
 from facts_app.selectors.notes import ContextNotes, context_notes_from_rows, context_notes_query
 from memoryhub.accounts.models import Tenant
+from memoryhub.core.prepared import statements_prepared
 from sessions_app.models import Message
 from sessions_app.selectors import MessageTail, message_tail_from_rows, message_tail_query
 
@@ -125,7 +126,9 @@ def context_reads_for_session(
         *notes_params,
         *facts_params,
     ]
-    with connection.cursor() as cursor:
+    # Prepared (memoryhub.core.prepared): with the limits written in, its generic plan is its
+    # custom one, and planning it was 0.6 ms of its 1.6 before every context call.
+    with statements_prepared(using=connection.alias), connection.cursor() as cursor:
         if with_facts:
             compiled_timestamps(cursor)
         cursor.execute(sql, params)

@@ -20,3 +20,9 @@ class CoreConfig(AppConfig):
         from memoryhub.core.rls import rls_signals_connect
 
         rls_signals_connect()
+        # Prepared statements run with their generic plan (memoryhub.core.prepared).
+        from django.db.backends.signals import connection_created
+
+        from memoryhub.core.prepared import generic_plans_baseline
+
+        connection_created.connect(generic_plans_baseline, dispatch_uid="memoryhub_generic_plans")

@@ -133,7 +133,7 @@ def test_the_connection_is_as_it_was_after_the_block_even_after_an_error(tenant)
 
 def test_row_level_security_still_holds_for_a_prepared_statement(tenant, other_tenant, session):
     connection.close()
-    for index in range(6):  # past PostgreSQL's five custom plans: the generic one runs next
+    for index in range(6):  # generic plans from the first (the connection's plan_cache_mode)
         _append(tenant, session, f"mine {index}")
     with connection.cursor() as cursor:
         cursor.execute(
@@ -179,7 +179,7 @@ def test_the_context_session_read_is_prepared_and_still_scoped(tenant, other_ten
     from sessions_app.selectors import session_get_for_context
 
     connection.close()
-    for _ in range(6):  # past the five custom plans: the generic plan answers the last ones
+    for _ in range(6):
         with rls.rls_scope(tenant_id=tenant.pk):
             found = session_get_for_context(tenant=tenant, session_id=session.pk)
         assert (found.id, found.agent_id, found.summary_text) == (session.pk, "chat", None)
@@ -216,3 +216,54 @@ def test_the_hit_rows_are_prepared_and_only_the_tenants(tenant, other_tenant, se
     # The other tenant's id in the statement, in the first tenant's scope: the policy hides it.
     with rls.rls_scope(tenant_id=tenant.pk):
         assert _hit_rows(tenant_id=other_tenant.pk, ids=ids, fields=None) == {}
+
+
+def test_the_context_reads_are_prepared_with_their_limits_written_in(tenant, other_tenant, session):
+    from memoryhub.context.selectors import context_reads_for_session
+
+    _append(tenant, session, "hello")
+
+    def reads(scope: Tenant, last: int):
+        with rls.rls_scope(tenant_id=scope.pk):
+            return context_reads_for_session(
+                tenant=tenant,
+                session_id=session.pk,
+                end_user_id=session.end_user_id,
+                last=last,
+                max_memories=5,
+                today=timezone.now().date(),
+                note_days=7,
+                with_facts=True,
+            )
+
+    connection.close()
+    for _ in range(3):
+        found = reads(tenant, 20)
+        assert [row.content for row in found.tail.messages] == ["hello"]
+        assert found.facts_read
+        assert found.fact_candidates == []
+    reads(tenant, 5)  # another limit: a statement of its own
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE '%%SELECT 0 AS \"part\"%%' ORDER BY prepare_time"
+        )
+        statements = cursor.fetchall()
+    assert [(generic, custom) for _, generic, custom in statements] == [(3, 0), (1, 0)]
+    assert "LIMIT 21" in statements[0][0]
+    assert "LIMIT 6" in statements[1][0]
+    assert "LIMIT $" not in statements[0][0]
+    # The prepared read in another tenant's scope: the policy hides the session's messages.
+    assert reads(other_tenant, 20).tail.messages == []
+
+
+def test_connections_run_prepared_statements_with_their_generic_plan(settings):
+    def plan_cache_mode() -> str:
+        connection.close()
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW plan_cache_mode")
+            return cursor.fetchone()[0]
+
+    assert plan_cache_mode() == "force_generic_plan"
+    settings.DATABASE_PREPARED_STATEMENTS = False
+    assert plan_cache_mode() == "auto"
