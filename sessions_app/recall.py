@@ -38,7 +38,7 @@ from memoryhub.core.recall import Hit, RecallDoc, RecallIndex, Signals, rank
 from memoryhub.core.recall.analyzer import query_terms
 from memoryhub.core.recall.cache import IndexCache
 from memoryhub.core.recall.index import epoch_seconds
-from memoryhub.core.rows import column_converters, row_converted
+from memoryhub.core.rows import column_converters, compiled_timestamps, row_converted
 from memoryhub.core.search import EmptySearchQuery
 from memoryhub.llm.embeddings import (
     Embedder,
@@ -543,6 +543,7 @@ def _hit_rows(
         params = [tenant_id, *ids]
     # Prepared (memoryhub.core.prepared): primary keys, one plan for any ids.
     with statements_prepared(using=alias), db.cursor() as cursor:
+        compiled_timestamps(cursor)
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     found: dict[Hashable, Message | RecalledMessage] = {}

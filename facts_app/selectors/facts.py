@@ -8,15 +8,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-import psycopg
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.utils import CursorWrapper
 from django.db.models import DateTimeField, F, FilteredRelation, Q, QuerySet, TextField, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from django.utils import timezone
-from psycopg.pq import Format
 
 from facts_app.models import Fact
 from facts_app.recall import (
@@ -32,7 +29,12 @@ from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.core.errors import InvalidInput, ResourceNotFound
 from memoryhub.core.jsonfilters import filter_json_list_contains_all
 from memoryhub.core.recall import Mode, Signals
-from memoryhub.core.rows import ColumnConverters, column_converters, row_converted
+from memoryhub.core.rows import (
+    ColumnConverters,
+    column_converters,
+    compiled_timestamps,
+    row_converted,
+)
 from memoryhub.core.search import FullTextRanker, Ranker
 from memoryhub.llm.embeddings import get_embedder
 
@@ -163,23 +165,6 @@ def fact_candidates(
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return candidates_from_rows(rows)
-
-
-def compiled_timestamps(cursor: CursorWrapper) -> None:
-    """Times read on this cursor by psycopg's own timestamptz loader (compiled) instead of
-    Django's, a Python subclass of it that only swaps the tzinfo for the connection's time zone:
-    ~3 µs a value, most of a hundred facts' read. With the session's time zone UTC, as Django
-    sets it, both give the same aware datetimes (tzinfo datetime.timezone.utc); elsewhere, or on
-    another database, Django's loader stays."""
-    connection = cursor.db
-    if connection.vendor != "postgresql" or connection.timezone_name != "UTC":
-        return
-    loader = psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
-    if loader is not None:
-        cursor.cursor.adapters.register_loader(_TIMESTAMPTZ_OID, loader)
-
-
-_TIMESTAMPTZ_OID = psycopg.adapters.types["timestamptz"].oid
 
 
 # fact_candidates without filters (the person's current facts: the context's, and most searches'),

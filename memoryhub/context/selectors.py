@@ -11,11 +11,7 @@ from typing import Any
 from django.db import connections, router
 
 from facts_app.recall import FactCandidate
-from facts_app.selectors.facts import (
-    candidates_from_rows,
-    compiled_timestamps,
-    current_candidates_query,
-)
+from facts_app.selectors.facts import candidates_from_rows, current_candidates_query
 from facts_app.selectors.memories import (
     CONTEXT_RANKED_MEMORIES_SQL,
     MemoryLists,
@@ -25,6 +21,7 @@ from facts_app.selectors.memories import (
 from facts_app.selectors.notes import ContextNotes, context_notes_from_rows, context_notes_query
 from memoryhub.accounts.models import Tenant
 from memoryhub.core.prepared import statements_prepared
+from memoryhub.core.rows import compiled_timestamps
 from sessions_app.models import Message
 from sessions_app.selectors import MessageTail, message_tail_from_rows, message_tail_query
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import psycopg
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
 from django.db.models.expressions import Col
+from psycopg.pq import Format
 
 # (position in the row, the column's converters in the ORM's order, the column expression)
 ColumnConverters = list[tuple[int, list[Callable[..., Any]], Col]]
@@ -41,3 +44,20 @@ def row_converted(
             value = function(value, column, connection)
         values[position] = value
     return values
+
+
+def compiled_timestamps(cursor: CursorWrapper) -> None:
+    """Times read on this cursor by psycopg's own timestamptz loader (compiled) instead of
+    Django's, a Python subclass of it that only swaps the tzinfo for the connection's time zone:
+    ~3 µs a value, most of a hundred facts' read. With the session's time zone UTC, as Django
+    sets it, both give the same aware datetimes (tzinfo datetime.timezone.utc); elsewhere, or on
+    another database, Django's loader stays."""
+    connection = cursor.db
+    if connection.vendor != "postgresql" or connection.timezone_name != "UTC":
+        return
+    loader = psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
+    if loader is not None:
+        cursor.cursor.adapters.register_loader(_TIMESTAMPTZ_OID, loader)
+
+
+_TIMESTAMPTZ_OID = psycopg.adapters.types["timestamptz"].oid

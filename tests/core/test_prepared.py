@@ -5,6 +5,8 @@ PostgreSQL's: skipped on SQLite."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -212,6 +214,9 @@ def test_the_hit_rows_are_prepared_and_only_the_tenants(tenant, other_tenant, se
             rows = _hit_rows(tenant_id=tenant.pk, ids=ids, fields=None)
         assert list(rows) == [mine[0].pk]
         assert rows[mine[0].pk].content == "a hit"
+        # psycopg's compiled loader for the times: the same aware UTC values as the ORM's.
+        assert rows[mine[0].pk].created_at == mine[0].created_at
+        assert rows[mine[0].pk].created_at.tzinfo is dt.UTC
     assert [s.split()[0] for s in _prepared()] == ["SELECT"]
     # The other tenant's id in the statement, in the first tenant's scope: the policy hides it.
     with rls.rls_scope(tenant_id=tenant.pk):
