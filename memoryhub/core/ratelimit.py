@@ -28,17 +28,13 @@ class WindowCount:
     retry_after: int  # seconds until this window closes (at least 1)
 
 
-def _window(*, key: str, window_seconds: int) -> tuple[str, int]:
+def window_key(*, key: str, window_seconds: int) -> tuple[str, int]:
+    """The cache key of `key`'s current window, and the seconds until the window closes
+    (window_hit counts there; a caller may read the count with other values: cache_read_many)."""
     now = time.time()
     start = int(now // window_seconds) * window_seconds
     retry_after = max(1, math.ceil(start + window_seconds - now))
     return f"memoryhub:{key}:{start}", retry_after
-
-
-def window_key(*, key: str, window_seconds: int) -> tuple[str, int]:
-    """The cache key of `key`'s current window, and the seconds until the window closes: for a
-    caller that reads the count together with other values (cache_read_many)."""
-    return _window(key=key, window_seconds=window_seconds)
 
 
 def cache_read_many(keys: list[str]) -> dict[str, Any]:
@@ -56,7 +52,7 @@ def cache_read_many(keys: list[str]) -> dict[str, Any]:
 
 def window_hit(*, key: str, window_seconds: int) -> WindowCount:
     """Count one event in the current window of `key` and return the window's count."""
-    cache_key, retry_after = _window(key=key, window_seconds=window_seconds)
+    cache_key, retry_after = window_key(key=key, window_seconds=window_seconds)
     try:
         # The counter outlives its window by a little so an incr never meets an expired key.
         cache.add(cache_key, 0, timeout=window_seconds + 5)
