@@ -30,11 +30,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, IntegrityError, connections, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import F, Model
+from django.db.models import F, Field, Model
 from django.utils import timezone
 
 from facts_app.models import (
@@ -137,6 +138,7 @@ _KIND_MODELS: dict[str, type[Model]] = {
 
 
 _MESSAGE_ROLES = frozenset(MessageRole.values)
+_SAME_FACT = "the same fact already exists for this person."
 _TOKEN_COUNT = MESSAGE_INSERT_FIELDS.index("token_count")
 _CONTENT = MESSAGE_INSERT_FIELDS.index("content")
 _SESSION_FK = Message._meta.get_field("session")
@@ -238,11 +240,12 @@ def _insert_messages(
         while end < len(rows) and size + len(rows[end][_CONTENT]) <= MESSAGE_JSON_CHARS:
             size += len(rows[end][_CONTENT])
             end += 1
-        payload = json.dumps(
-            [(*row[2:-1], row[-1].isoformat()) for row in rows[start:end]],
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        values = [(*row[2:-1], row[-1].isoformat()) for row in rows[start:end]]
+        try:
+            # orjson: the same text as json.dumps(ensure_ascii=False, no spaces), 20 times faster
+            payload = orjson.dumps(values).decode()
+        except TypeError:  # what orjson refuses (a lone surrogate): the standard library's say
+            payload = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
         _run_or_defer(db, sql, [tenant_id, session_id, payload], defer)
         start = end
 
@@ -263,6 +266,17 @@ def _insert_as_is(row: Model) -> None:
     row.save_base(raw=True, force_insert=True)
 
 
+def _insert_fields(model: type[Model]) -> list[Field[Any, Any]]:
+    """The fields an INSERT of `model` names: not a generated one, nor an AutoField primary
+    key (the database's)."""
+    return [
+        field
+        for field in model._meta.concrete_fields
+        if not getattr(field, "generated", False)
+        and not (field.primary_key and field.get_internal_type().endswith("AutoField"))
+    ]
+
+
 def _insert_without_id(
     db: BaseDatabaseWrapper, row: Model, *, as_is: bool, defer: Statements | None = None
 ) -> None:
@@ -271,12 +285,7 @@ def _insert_without_id(
     row whose generated id is needed (nothing is returned): an AutoField is left to the
     database, any other primary key must be set. `as_is`: the values it holds, as
     _insert_as_is (auto_now and auto_now_add do not apply); else as a create() fills them."""
-    fields = [
-        field
-        for field in row._meta.concrete_fields
-        if not getattr(field, "generated", False)
-        and not (field.primary_key and field.get_internal_type().endswith("AutoField"))
-    ]
+    fields = _insert_fields(type(row))
     values = tuple(
         field.get_db_prep_save(
             getattr(row, field.attname) if as_is else field.pre_save(row, add=True),
@@ -287,6 +296,78 @@ def _insert_without_id(
     _insert_rows(
         db, type(row), columns=tuple(field.column for field in fields), rows=[values], defer=defer
     )
+
+
+def _select_list(
+    db: BaseDatabaseWrapper, row: Model, *, computed: dict[str, tuple[str, list[Any]]]
+) -> tuple[list[str], list[str], list[Any]]:
+    """For an INSERT … SELECT of `row` (its values as they are, auto_now_add filled): its
+    columns, the SELECT's expressions and their parameters. A field named in `computed` is an
+    SQL expression of its own (with its parameters) instead of its value. Values are cast to
+    their columns' types, but text (as _message_json_insert: a cast would cut a varchar)."""
+    columns: list[str] = []
+    expressions: list[str] = []
+    params: list[Any] = []
+    for field in _insert_fields(type(row)):
+        columns.append(db.ops.quote_name(field.column))
+        if field.attname in computed:
+            expression, values = computed[field.attname]
+            expressions.append(expression)
+            params.extend(values)
+            continue
+        value = getattr(row, field.attname)
+        if value is None and getattr(field, "auto_now_add", False):
+            value = field.pre_save(row, add=True)
+        params.append(field.get_db_prep_save(value, connection=db))
+        if field.get_internal_type() in ("CharField", "TextField"):
+            expressions.append("%s")
+        else:
+            expressions.append(f"%s::{field.db_type(db)}")
+    return columns, expressions, params
+
+
+def _fact_insert_unless_there(
+    db: BaseDatabaseWrapper,
+    fact: Fact,
+    *,
+    message_seqs: list[int],
+    record: ImportedRecord,
+) -> int | None:
+    """PostgreSQL: INSERT `fact` (its values as they are), with the ids of its source session's
+    messages `message_seqs` read in the same statement, and `record` naming the new fact: its
+    id, or None (and nothing written) when its person (or the tenant, for a fact of no one)
+    has a fact of the same content already. The ORM's way (that lookup, the ids' query, the
+    INSERT, the record's INSERT) was four round trips, most of an imported fact's time."""
+    quote = db.ops.quote_name
+    table, messages = quote(Fact._meta.db_table), quote(Message._meta.db_table)
+    computed: dict[str, tuple[str, list[Any]]] = {}
+    if fact.source_session_id is not None and message_seqs:
+        computed["source_message_ids"] = (
+            # As the ORM's query would list them: in seq order (Message.Meta.ordering).
+            f"COALESCE((SELECT jsonb_agg(m.id ORDER BY m.seq) FROM {messages} m "  # noqa: S608
+            "WHERE m.session_id = %s AND m.seq = ANY(%s::bigint[])), '[]'::jsonb)",
+            [fact.source_session_id, [int(seq) for seq in message_seqs]],
+        )
+    columns, expressions, params = _select_list(db, fact, computed=computed)
+    record_columns, record_expressions, record_params = _select_list(
+        db, record, computed={"object_id": ("f.id::text", [])}
+    )
+    same_person = "end_user_id = %s" if fact.end_user_id is not None else "end_user_id IS NULL"
+    person = [fact.end_user_id] if fact.end_user_id is not None else []
+    # Names from the models' own metadata; every value is a parameter. The record's INSERT
+    # runs whether or not the main query reads it (a data-modifying WITH always does).
+    sql = (
+        f"WITH f AS (INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608
+        f"SELECT {', '.join(expressions)} WHERE NOT EXISTS (SELECT 1 FROM {table} "
+        f"WHERE tenant_id = %s AND {same_person} AND content_hash = %s) RETURNING id), "
+        f"r AS (INSERT INTO {quote(ImportedRecord._meta.db_table)} "
+        f"({', '.join(record_columns)}) SELECT {', '.join(record_expressions)} FROM f) "
+        "SELECT id FROM f"
+    )
+    with db.cursor() as cursor:
+        cursor.execute(sql, [*params, fact.tenant_id, *person, fact.content_hash, *record_params])
+        found = cursor.fetchone()
+    return None if found is None else int(found[0])
 
 
 def _json_text(value: Any, *, what: str, max_bytes: int) -> str:
@@ -420,6 +501,9 @@ class ImportSink:
             not dry_run and not ImportedRecord.objects.filter(tenant=tenant, source=source).exists()
         )
         self._supersede: list[tuple[str, str]] = []
+        # Whether the current item's write inserted its ImportedRecord itself (a fact does, in
+        # the statement that inserts it).
+        self._remembered = False
         # The current item's changes, reported only if it is imported (not if it is skipped).
         self._changes: list[Changed] = []
         # Sessions given messages by the current item, then by the committed items: their
@@ -452,16 +536,19 @@ class ImportSink:
         record.delete()
         return None
 
+    def _record(self, *, kind: str, source_id: str, object_id: str = "") -> ImportedRecord:
+        return ImportedRecord(
+            tenant=self.tenant,
+            source=self.source,
+            kind=kind,
+            source_key=source_key(source_id),
+            object_id=object_id,
+        )
+
     def _remember(self, *, kind: str, source_id: str, object_id: str) -> None:
         _insert_without_id(
             self._db,
-            ImportedRecord(
-                tenant=self.tenant,
-                source=self.source,
-                kind=kind,
-                source_key=source_key(source_id),
-                object_id=object_id,
-            ),
+            self._record(kind=kind, source_id=source_id, object_id=object_id),
             as_is=False,
             defer=self._deferred,
         )
@@ -513,10 +600,11 @@ class ImportSink:
         self._changes = []
         self._item_embeddings = []
         self._deferred = [] if self._batching else None
+        self._remembered = False
         try:
             with transaction.atomic(using=self._db.alias):
                 object_id = write()
-                if existing is None:
+                if existing is None and not self._remembered:
                     self._remember(kind=kind, source_id=source_id, object_id=str(object_id))
                 self._flush()
                 if self.dry_run:
@@ -1161,12 +1249,15 @@ class ImportSink:
         _json_size(item.metadata, what="fact metadata", max_bytes=_limit("METADATA_MAX_BYTES"))
         end_user = self._end_user(item.user_id) if item.user_id else None
         content_hash = fact_content_hash(content)
+        # PostgreSQL checks for the same fact in the INSERT itself (_fact_insert_unless_there).
+        in_one_statement = self._db.vendor == "postgresql"
         if (
-            Fact.objects.for_tenant(self.tenant)
+            not in_one_statement
+            and Fact.objects.for_tenant(self.tenant)
             .filter(end_user=end_user, content_hash=content_hash)
             .exists()
         ):
-            raise RecordRejected("the same fact already exists for this person.")
+            raise RecordRejected(_SAME_FACT)
         external_id = item.external_id
         if external_id is not None:
             if not external_id or len(external_id) > FACT_EXTERNAL_ID_MAX_LENGTH:
@@ -1176,7 +1267,7 @@ class ImportSink:
         tags = list(dict.fromkeys(str(tag) for tag in item.tags))
         source_session = self.session_id_for(item.source_session_id)
         source_message_ids: list[int] = []
-        if source_session is not None and item.source_message_seqs:
+        if not in_one_statement and source_session is not None and item.source_message_seqs:
             source_message_ids = list(
                 Message.objects.filter(
                     session_id=source_session, seq__in=item.source_message_seqs
@@ -1197,6 +1288,18 @@ class ImportSink:
             created_at=_aware(item.created_at, what="fact created_at") or timezone.now(),
             updated_at=timezone.now(),
         )
+        if in_one_statement:
+            self._flush()  # nothing is put off before a fact; should that change, in order
+            fact_id = _fact_insert_unless_there(
+                self._db,
+                fact,
+                message_seqs=item.source_message_seqs,
+                record=self._record(kind="facts", source_id=item.source_id),
+            )
+            if fact_id is None:
+                raise RecordRejected(_SAME_FACT)
+            self._remembered = True
+            return fact_id
         _insert_as_is(fact)
         return fact.pk
 

@@ -12,10 +12,13 @@ from unittest import mock
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from facts_app.models import Fact
+from facts_app.services.facts import fact_content_hash
 from memoryhub.accounts.models import EndUser, RedactionMode
 from memoryhub.transfer import sink as sink_module
+from memoryhub.transfer.models import ImportedRecord
 from memoryhub.transfer.runner import import_items
-from memoryhub.transfer.types import ImportedMessage, ImportedPolicy, Origin
+from memoryhub.transfer.types import ImportedFact, ImportedMessage, ImportedPolicy, Origin
 from sessions_app.models import Message, Session
 from tests.transfer.test_sink import T0, a_session
 
@@ -269,3 +272,83 @@ def test_on_postgresql_a_sessions_inserts_go_in_one_round_trip(tenant):
     else:
         assert [next(t for t in tables if f'"{t}"' in sql) for sql in inserts] == tables
     assert Message.objects.filter(session__external_key="tg:one").count() == 3
+
+
+def _a_fact(source_id: str, content: str, **overrides) -> ImportedFact:
+    fields = {
+        "source_id": source_id,
+        "origin": Origin("facts.json", 1),
+        "content": content,
+        "user_id": "telegram:42",
+        "metadata": {"imported": True},  # tells them from the facts a test makes itself
+    }
+    return ImportedFact(**{**fields, **overrides})
+
+
+def test_a_fact_goes_in_as_one_statement_with_its_record_on_postgresql(tenant):
+    # The lookup for the same fact, the source messages' ids, the INSERT and its ImportedRecord
+    # were four round trips of an imported fact's six (with BEGIN and COMMIT).
+    import_items(tenant=tenant, source="test", items=[a_session("s1", summaries=[])])
+    fact = _a_fact("f1", "Drinks green tea", source_session_id="s1", source_message_seqs=[1, 3])
+
+    with CaptureQueriesContext(connection) as queries:
+        report = import_items(tenant=tenant, source="test", items=[fact])
+
+    assert dict(report.imported) == {"facts": 1}, report.skipped
+    statements = [
+        q["sql"]
+        for q in queries.captured_queries
+        if "facts_app_fact" in q["sql"] or "sessions_app_message" in q["sql"]
+    ]
+    if connection.vendor == "postgresql":
+        assert len(statements) == 1, statements
+        assert "transfer_importedrecord" in statements[0]
+    else:
+        assert len(statements) == 3  # the same fact?, the messages' ids, the INSERT
+    stored = Fact.objects.get(content="Drinks green tea")
+    assert stored.source_message_ids == list(
+        Message.objects.filter(session=stored.source_session_id, seq__in=[1, 3])
+        .order_by("seq")
+        .values_list("pk", flat=True)
+    )
+    assert ImportedRecord.objects.get(kind="facts").object_id == str(stored.pk)
+    again = import_items(tenant=tenant, source="test", items=[fact])
+    assert dict(again.already_there) == {"facts": 1}
+    assert Fact.objects.count() == 1
+
+
+def test_a_fact_its_person_has_already_is_skipped_and_nothing_of_it_is_written(tenant):
+    person = EndUser.objects.create(tenant=tenant, external_id="telegram:42")
+    for owner, content in ((person, "Lives in Porto"), (None, "The office opens at 9")):
+        Fact.objects.create(
+            tenant=tenant, end_user=owner, content=content, content_hash=fact_content_hash(content)
+        )
+    items = [
+        _a_fact("f1", "Lives in Porto"),  # the person's fact already
+        _a_fact("f2", "The office opens at 9", user_id=None),  # the tenant's, of no one
+        _a_fact("f3", "The office opens at 9"),  # the same text, the person's: a new fact
+        _a_fact("f4", "Lives in Porto", user_id="telegram:7"),  # another person's: new
+        # Source seqs of a session this import does not have: no ids, still imported.
+        _a_fact("f5", "Plays chess", source_session_id="gone", source_message_seqs=[1]),
+    ]
+
+    report = import_items(tenant=tenant, source="test", items=items)
+
+    assert dict(report.imported) == {"facts": 3}
+    assert [(str(s.origin), s.reason) for s in report.skipped] == [
+        ("facts.json:1", "the same fact already exists for this person."),
+        ("facts.json:1", "the same fact already exists for this person."),
+    ]
+    imported = Fact.objects.exclude(metadata={}).values_list("pk", flat=True)
+    assert sorted(ImportedRecord.objects.values_list("object_id", flat=True)) == sorted(
+        str(pk) for pk in imported
+    )
+    assert Fact.objects.count() == 5
+    assert Fact.objects.get(content="Plays chess").source_message_ids == []
+
+
+def test_a_fact_in_a_dry_run_is_counted_and_not_kept(tenant):
+    report = import_items(tenant=tenant, source="test", items=[_a_fact("f1", "x")], dry_run=True)
+
+    assert dict(report.imported) == {"facts": 1}
+    assert (Fact.objects.count(), ImportedRecord.objects.count()) == (0, 0)
