@@ -13,7 +13,6 @@ import functools
 import logging
 from typing import TYPE_CHECKING, cast
 
-import openai
 from django.conf import settings
 
 from memoryhub.core.tokens import count_tokens
@@ -27,6 +26,7 @@ from memoryhub.llm.types import (
 )
 
 if TYPE_CHECKING:
+    import openai
     from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 logger = logging.getLogger(__name__)
@@ -51,6 +51,10 @@ class OpenAICompatibleClient:
         self.model = model
         self.base_url = base_url
         self.timeout_seconds = timeout_seconds
+        # Imported here, not with the module: openai's types take 0.4 s to import, and every
+        # process imports this module (the admin, the import command) whether it calls or not.
+        import openai
+
         self._openai = openai.OpenAI(
             base_url=base_url,
             api_key=api_key or PLACEHOLDER_API_KEY,
@@ -76,6 +80,8 @@ class OpenAICompatibleClient:
             cast("ChatCompletionMessageParam", {"role": m.role, "content": m.content})
             for m in messages
         ]
+        import openai  # loaded by the constructor already: a lookup
+
         try:
             if max_tokens is None:
                 response = self._openai.chat.completions.create(
@@ -100,6 +106,8 @@ class OpenAICompatibleClient:
         return self._completion_from(response=response, messages=messages)
 
     def _translate(self, exc: openai.OpenAIError) -> LLMError:
+        import openai
+
         # Order matters: APITimeoutError is a subclass of APIConnectionError, and RateLimitError
         # and InternalServerError are subclasses of APIStatusError.
         if isinstance(exc, openai.APITimeoutError):

@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-import openai
 from django.conf import settings
 
 from memoryhub.llm.types import LLMError, LLMPermanentError, LLMTransientError
 
 if TYPE_CHECKING:
+    import openai
     from tokenizers import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -562,6 +562,10 @@ class OpenAICompatibleEmbedder:
         self.timeout_seconds = timeout_seconds
         self.batch_size = batch_size
         # Retries belong to the caller's task, which backs off and gives up on permanent errors.
+        # Imported here, not with the module: openai's types take 0.4 s to import, and every
+        # process imports this module (the admin, the import command) whether it calls or not.
+        import openai
+
         self._openai = openai.OpenAI(
             base_url=base_url,
             api_key=api_key or PLACEHOLDER_API_KEY,
@@ -587,6 +591,8 @@ class OpenAICompatibleEmbedder:
     def _embed_batch(self, texts: list[str]) -> Vector:
         # OpenAI answers 400 to an empty input; an empty message's vector means nothing anyway.
         inputs = [text if text.strip() else " " for text in texts]
+        import openai  # loaded by the constructor already: a lookup
+
         try:
             # "float" explicitly: the client's default asks for base64, which not every local
             # server speaks.
@@ -637,6 +643,8 @@ class OpenAICompatibleEmbedder:
         return _normalised_rows(matrix)
 
     def _translate(self, exc: openai.OpenAIError) -> EmbeddingError:
+        import openai
+
         # Order matters: APITimeoutError is a subclass of APIConnectionError, and RateLimitError
         # and InternalServerError are subclasses of APIStatusError.
         if isinstance(exc, openai.APITimeoutError):

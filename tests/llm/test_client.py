@@ -162,3 +162,32 @@ def test_its_repr_never_shows_the_key():
 def test_chat_messages_only_take_known_roles():
     with pytest.raises(ValueError, match="role"):
         ChatMessage(role="narrator", content="Once upon a time")
+
+
+def test_openai_is_imported_by_the_first_client_not_by_every_process():
+    # openai's types take ~0.4 s to import: a command (an import, a migration) or the admin
+    # that never calls an LLM does not pay for them; a client (the web process makes one at
+    # start, in memoryhub.wsgi) does.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import sys, django; django.setup(); "
+        "from django.contrib import admin; admin.autodiscover(); "
+        "import memoryhub.transfer.management.commands.import_memory; "
+        "print('openai' in sys.modules, end=' '); "
+        "from memoryhub.llm.client import OpenAICompatibleClient; "
+        "OpenAICompatibleClient(base_url='http://127.0.0.1:9', model='m'); "
+        "print('openai' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+
+    assert result.stdout.split() == ["False", "True"], result.stderr
