@@ -6,8 +6,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryhub.settings")
 
 application = get_wsgi_application()
 
-# The LLM client, and the openai package it imports (0.4 s, loaded on demand so that commands and
-# the admin do not pay for it), before the first request that asks for it rather than in it.
-from memoryhub.llm.client import get_llm_client  # noqa: E402
-
-get_llm_client()
+# openai (0.4 s to import) is loaded by the first LLM or embeddings client, so that commands and
+# the admin do not pay for it; the web process loads it at start, not in the first request
+# that makes a client.
+import openai  # noqa: E402, F401

@@ -166,8 +166,8 @@ def test_chat_messages_only_take_known_roles():
 
 def test_openai_is_imported_by_the_first_client_not_by_every_process():
     # openai's types take ~0.4 s to import: a command (an import, a migration) or the admin
-    # that never calls an LLM does not pay for them; a client (the web process makes one at
-    # start, in memoryhub.wsgi) does.
+    # that never calls an LLM does not pay for them; a client does (and the web process, at
+    # start: memoryhub.wsgi).
     import subprocess
     import sys
     from pathlib import Path
