@@ -586,9 +586,12 @@ class ImportSink:
         origin: Origin,
         write: Any,
         grow: Any = None,
+        one_statement: bool = False,
     ) -> None:
         """Import one item in its own transaction (rolled back in a dry run), once; an item
-        imported before is grown by `grow(object_id)` (what the source added since), if given."""
+        imported before is grown by `grow(object_id)` (what the source added since), if given.
+        `one_statement`: `write` writes with one statement and nothing else, which is then the
+        item's transaction by itself (no BEGIN and COMMIT round trips)."""
         existing = self._already(kind=kind, source_id=source_id)
         if existing is not None:
             self.report.already_there[kind] += 1
@@ -602,7 +605,11 @@ class ImportSink:
         self._deferred = [] if self._batching else None
         self._remembered = False
         try:
-            with transaction.atomic(using=self._db.alias):
+            with (
+                contextlib.nullcontext()
+                if one_statement and existing is None and not self.dry_run
+                else transaction.atomic(using=self._db.alias)
+            ):
                 object_id = write()
                 if existing is None and not self._remembered:
                     self._remember(kind=kind, source_id=source_id, object_id=str(object_id))
@@ -1234,6 +1241,18 @@ class ImportSink:
             source_id=item.source_id,
             origin=item.origin,
             write=lambda: self._write_fact(item),
+            one_statement=self._fact_in_one_statement(item),
+        )
+
+    def _fact_in_one_statement(self, item: ImportedFact) -> bool:
+        """Whether importing the fact writes one statement (_fact_insert_unless_there) and
+        nothing else: on PostgreSQL, outside an outer transaction, its person known already
+        (not created with it) and its source session none or this run's."""
+        return (
+            self._db.vendor == "postgresql"
+            and not self._db.in_atomic_block
+            and (not item.user_id or item.user_id in self._users)
+            and (item.source_session_id is None or item.source_session_id in self._sessions)
         )
 
     def _write_fact(self, item: ImportedFact) -> int:

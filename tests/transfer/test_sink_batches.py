@@ -9,6 +9,7 @@ import dataclasses
 import datetime as dt
 from unittest import mock
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -352,3 +353,35 @@ def test_a_fact_in_a_dry_run_is_counted_and_not_kept(tenant):
 
     assert dict(report.imported) == {"facts": 1}
     assert (Fact.objects.count(), ImportedRecord.objects.count()) == (0, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fact_of_a_known_person_is_its_own_statement_outside_a_transaction(tenant):
+    # As a command imports (no outer transaction): a fact whose person and source session
+    # this run knows already writes one statement, which is its transaction by itself; a fact
+    # that would create its person keeps BEGIN and COMMIT (the person and the fact, or nothing).
+    in_transaction: list[bool] = []
+
+    def watch(execute, sql, params, many, context):
+        if 'INSERT INTO "facts_app_fact"' in sql:
+            in_transaction.append(connection.in_atomic_block)
+        return execute(sql, params, many, context)
+
+    items = [
+        a_session("s1", summaries=[]),
+        _a_fact("f1", "Drinks green tea", source_session_id="s1", source_message_seqs=[1]),
+        _a_fact("f2", "Drinks green tea"),  # the same again: skipped, nothing written
+        _a_fact("f3", "Plays chess", user_id="telegram:7"),  # a new person: a transaction
+    ]
+
+    with connection.execute_wrapper(watch):
+        report = import_items(tenant=tenant, source="test", items=items)
+
+    assert dict(report.imported) == {"sessions": 1, "facts": 2}
+    assert [s.reason for s in report.skipped] == ["the same fact already exists for this person."]
+    if connection.vendor == "postgresql":
+        assert in_transaction == [False, False, True]
+    stored = Fact.objects.get(content="Drinks green tea")
+    assert stored.source_message_ids == [Message.objects.get(seq=1).pk]
+    facts = ImportedRecord.objects.filter(kind="facts").values_list("object_id", flat=True)
+    assert sorted(facts) == sorted(str(pk) for pk in Fact.objects.values_list("pk", flat=True))
