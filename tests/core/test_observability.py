@@ -100,6 +100,17 @@ class TestTheAccessLine:
         assert access_lines[-1]["route"] == "<unmatched>"
         assert access_lines[-1]["status"] == 404
 
+    def test_a_refused_request_is_its_access_line_only(self, api, db, access_lines, caplog):
+        # Django's own "Not Found: /…" WARNING per 4xx repeated the access line (a flood of
+        # hostile requests logged twice); its ERROR for a 5xx, with the traceback, stays.
+        with caplog.at_level(logging.INFO):
+            response = api.get("/api/v1/sessions/00000000-0000-0000-0000-000000000000/")
+
+        assert response.status_code == 404
+        assert access_lines[-1]["status"] == 404
+        assert [r for r in caplog.records if r.name == "django.request"] == []
+        assert logging.getLogger("django.request").isEnabledFor(logging.ERROR)
+
 
 class TestTasksCarryTheRequestId:
     def test_the_id_goes_into_the_message_and_into_the_tasks_log_records(self):
