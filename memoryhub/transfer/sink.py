@@ -373,6 +373,8 @@ def _fact_insert_unless_there(
 def _json_text(value: Any, *, what: str, max_bytes: int) -> str:
     """`value` as JSON text (how a JSON column takes it on both backends), checked as
     _json_size checks it."""
+    if type(value) is dict and not value:  # most messages' metadata: json.dumps({}) without it
+        return "{}"
     try:
         encoded = json.dumps(value)
     except (TypeError, ValueError) as error:
