@@ -233,7 +233,11 @@ def profile(setup: Setup, client: InProcessClient) -> dict[str, Any]:
 
     section(f"Profile of one read of the last 20 ({config.read_rows:,}-message session)")
     reads = profile_requests(
-        what="read", request=read, count=config.profile_requests, phases=READ_PHASES
+        what="read",
+        request=read,
+        count=config.profile_requests,
+        phases=READ_PHASES,
+        dump=config.profile_out if config.only == ("reads",) else None,
     )
     print_profile(reads, top=False)
     return {"read": asdict(reads)}
