@@ -54,18 +54,23 @@ def pending_claim(
     if not claimed:
         return False
     if from_append:
-        transaction.on_commit(
-            lambda: pending_enqueue_after_append(
-                session_id=session_id, field=field, enqueue=enqueue
-            ),
-            robust=True,
-        )
+        pending_enqueue_after_append_commit(session_id=session_id, field=field, enqueue=enqueue)
         return True
     # After commit (the worker must see the rows), and after the response has gone out: the
     # broker round trip is not the bot's to wait for. A lost enqueue leaves the request set,
     # and the sweep takes it over once stale.
     transaction.on_commit(lambda: after_response(enqueue), robust=True)
     return True
+
+
+def pending_enqueue_after_append_commit(
+    *, session_id: uuid.UUID, field: PendingField, enqueue: Callable[[], None]
+) -> None:
+    """An append set `field` (its own UPDATE, or its claim's): enqueue once it commits."""
+    transaction.on_commit(
+        lambda: pending_enqueue_after_append(session_id=session_id, field=field, enqueue=enqueue),
+        robust=True,
+    )
 
 
 def pending_finish(*, session_id: uuid.UUID, field: PendingField, retry_later: bool) -> None:

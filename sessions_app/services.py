@@ -19,7 +19,11 @@ from memoryhub.accounts.redaction import (
     redaction_on_anywhere,
     tool_calls_with,
 )
-from memoryhub.accounts.selectors import memory_disabled_anywhere, memory_policy_for
+from memoryhub.accounts.selectors import (
+    memory_disabled_anywhere,
+    memory_policy_for,
+    memory_policy_for_every_agent,
+)
 from memoryhub.accounts.services import (
     audited_delete,
     end_user_get_or_create,
@@ -31,7 +35,11 @@ from memoryhub.core.locks import DELETE_RERUN_SQLSTATES, rows_hold, rows_lock, r
 from memoryhub.core.prepared import statements_prepared
 from memoryhub.core.tokens import count_tokens
 from sessions_app.embedding import embedding_enabled, embedding_enqueue_after_append
-from sessions_app.extraction import extraction_enabled, extraction_request
+from sessions_app.extraction import (
+    extraction_enabled,
+    extraction_request,
+    extraction_requested_by_append,
+)
 from sessions_app.models import (
     MESSAGE_INSERT_COLUMNS,
     Message,
@@ -41,7 +49,7 @@ from sessions_app.models import (
     StateEntry,
     TaskContext,
 )
-from sessions_app.summaries import summary_due, summary_request
+from sessions_app.summaries import summary_due, summary_request, summary_requested_by_append
 
 
 @dataclass(frozen=True)
@@ -282,6 +290,7 @@ def message_append_batch(
     messages = messages_redacted(tenant=tenant, session_id=session_id, messages=messages)
     counted = message_inputs_counted(messages=messages)
     tokens = sum(item.token_count or 0 for item in counted)
+    requests = _append_requests(tenant=tenant, messages=counted)
     stored: list[Message] | None = None
     with transaction.atomic():
         # The claim and the insert are prepared statements (one plan each, whatever the values:
@@ -296,6 +305,7 @@ def message_append_batch(
                     times=times,
                     tokens=tokens,
                     now=now,
+                    requests=requests,
                 )
             else:
                 claim = _claim_seqs(
@@ -304,6 +314,7 @@ def message_append_batch(
                     count=len(counted),
                     tokens=tokens,
                     now=now,
+                    requests=requests,
                 )
         if first_given is not None and claim.first_seq > 1:
             # Read under the row lock the claim took, so no append can slip in between. Only a
@@ -311,28 +322,20 @@ def message_append_batch(
             _check_not_before_previous(
                 session_id=session_id, time=times[first_given], index=first_given
             )
-        policy = memory_policy_for(tenant=tenant, agent_id=claim.agent_id)
-        if claim.summary_requested_at is None and summary_due(
-            token_count=claim.token_count,
-            summarized_tokens=claim.summarized_tokens,
-            last_seq=claim.last_seq,
-            summarized_seq=claim.summarized_seq,
-            policy=policy,
-        ):
-            # The only extra queries an append makes, once per summary or extraction: the
-            # thresholds are known from the counters RETURNING handed back.
-            summary_request(session_id=session_id, from_append=True)
+        if requests is not None:
+            # The claim decided them (the policy is every agent's): no statement more.
+            if claim.summary_requested_here:
+                summary_requested_by_append(session_id=session_id)
+            if claim.extraction_requested_here:
+                extraction_requested_by_append(session_id=session_id)
+        else:
+            _append_requests_by_agent(
+                tenant=tenant, session_id=session_id, claim=claim, messages=counted
+            )
         if claim.embedding_requested:
             transaction.on_commit(
                 lambda: embedding_enqueue_after_append(session_id=session_id), robust=True
             )
-        if (
-            claim.extraction_requested_at is None
-            and claim.has_end_user
-            and any(item.role == MessageRole.ASSISTANT for item in counted)
-            and extraction_enabled(policy=policy)
-        ):
-            extraction_request(session_id=session_id, from_append=True)
         if stored is None:
             with statements_prepared():
                 stored = _messages_insert(
@@ -343,6 +346,55 @@ def message_append_batch(
                     times=times,
                 )
         return stored
+
+
+@dataclass(frozen=True)
+class _AppendRequests:
+    """What decides an append's summary and extraction requests, when its policy is known
+    before its claim: the claim's UPDATE then sets them itself (_claim_statement)."""
+
+    summarize: bool  # the policy keeps memory and summarizes
+    threshold_tokens: int
+    keep_recent: int
+    extract: bool  # the append brings an assistant turn and the policy extracts
+
+
+def _append_requests(*, tenant: Tenant, messages: list[MessageInput]) -> _AppendRequests | None:
+    """The append's requests decided from the policy every agent of the tenant shares; None
+    when agents have their own (the session's agent, known after the claim, decides then)."""
+    policy = memory_policy_for_every_agent(tenant=tenant)
+    if policy is None:
+        return None
+    return _AppendRequests(
+        summarize=policy.memory_enabled and policy.enable_summarization,
+        threshold_tokens=policy.summary_threshold_tokens,
+        keep_recent=policy.summary_keep_recent,
+        extract=any(item.role == MessageRole.ASSISTANT for item in messages)
+        and extraction_enabled(policy=policy),
+    )
+
+
+def _append_requests_by_agent(
+    *, tenant: Tenant, session_id: uuid.UUID, claim: _Claim, messages: list[MessageInput]
+) -> None:
+    """An append's requests under its session's agent's policy: an UPDATE each, once per
+    summary or extraction (the thresholds are known from the counters the claim returned)."""
+    policy = memory_policy_for(tenant=tenant, agent_id=claim.agent_id)
+    if claim.summary_requested_at is None and summary_due(
+        token_count=claim.token_count,
+        summarized_tokens=claim.summarized_tokens,
+        last_seq=claim.last_seq,
+        summarized_seq=claim.summarized_seq,
+        policy=policy,
+    ):
+        summary_request(session_id=session_id, from_append=True)
+    if (
+        claim.extraction_requested_at is None
+        and claim.has_end_user
+        and any(item.role == MessageRole.ASSISTANT for item in messages)
+        and extraction_enabled(policy=policy)
+    ):
+        extraction_request(session_id=session_id, from_append=True)
 
 
 def _message_values(
@@ -453,6 +505,7 @@ def _claim_and_insert(
     times: list[dt.datetime],
     tokens: int,
     now: dt.datetime,
+    requests: _AppendRequests | None = None,
 ) -> tuple[_Claim, list[Message]]:
     """_claim_seqs and _messages_insert in one statement (PostgreSQL): the claim's UPDATE in a
     data-modifying CTE, the insert taking its seqs from the claimed range. One round trip,
@@ -460,7 +513,12 @@ def _claim_and_insert(
     tenant's claims nothing, so nothing is inserted either."""
     count = len(messages)
     claim_sql, claim_params, embed = _claim_statement(
-        tenant=tenant, session_id=session_id, count=count, tokens=tokens, now=now
+        tenant=tenant,
+        session_id=session_id,
+        count=count,
+        tokens=tokens,
+        now=now,
+        requests=requests,
     )
     meta = Message._meta
     quote = connection.ops.quote_name
@@ -637,10 +695,20 @@ class _Claim:
     summary_requested_at: object
     extraction_requested_at: object
     embedding_requested: bool  # this append set Session.embedding_requested_at
+    # This append's claim set Session.summary_requested_at / extraction_requested_at (with
+    # _AppendRequests; always False without).
+    summary_requested_here: bool = False
+    extraction_requested_here: bool = False
 
 
 def _claim_seqs(
-    *, tenant: Tenant, session_id: uuid.UUID, count: int, tokens: int, now: dt.datetime
+    *,
+    tenant: Tenant,
+    session_id: uuid.UUID,
+    count: int,
+    tokens: int,
+    now: dt.datetime,
+    requests: _AppendRequests | None = None,
 ) -> _Claim:
     """Advance the session's counters by `count` messages and return the first seq claimed,
     with what the summary and extraction checks need.
@@ -652,7 +720,12 @@ def _claim_seqs(
     update, hence the SQL; names and values still go through Django's quoting and adaptation.
     """
     sql, params, embed = _claim_statement(
-        tenant=tenant, session_id=session_id, count=count, tokens=tokens, now=now
+        tenant=tenant,
+        session_id=session_id,
+        count=count,
+        tokens=tokens,
+        now=now,
+        requests=requests,
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -663,9 +736,18 @@ def _claim_seqs(
 
 
 def _claim_statement(
-    *, tenant: Tenant, session_id: uuid.UUID, count: int, tokens: int, now: dt.datetime
+    *,
+    tenant: Tenant,
+    session_id: uuid.UUID,
+    count: int,
+    tokens: int,
+    now: dt.datetime,
+    requests: _AppendRequests | None = None,
 ) -> tuple[str, list[Any], bool]:
-    """The claim's UPDATE … RETURNING, its values, and whether it requests an embedding."""
+    """The claim's UPDATE … RETURNING, its values, and whether it requests an embedding. With
+    `requests`, the same UPDATE requests a summary (as summary_due decides, on the counters
+    after this append) and an extraction (a session with a person) unless one is pending, and
+    RETURNING says whether it did: the two UPDATEs of pending_claim, without their round trips."""
     meta = Session._meta
     quote = connection.ops.quote_name
     prep_id = meta.pk.get_db_prep_value(session_id, connection)
@@ -676,17 +758,42 @@ def _claim_statement(
     request_embedding = (
         ", embedding_requested_at = COALESCE(embedding_requested_at, %s)" if embed else ""
     )
+    request_work = requested_here = ""
+    work_params: list[Any] = []
+    if requests is not None:
+        # In SET, a column is its value before this UPDATE: the counters after the append are
+        # the old ones plus this append's.
+        request_work = (
+            ", summary_requested_at = CASE WHEN summary_requested_at IS NULL AND %s "
+            "AND token_count + %s - summarized_tokens > %s "
+            "AND last_seq + %s - %s > summarized_seq THEN %s ELSE summary_requested_at END, "
+            "extraction_requested_at = CASE WHEN extraction_requested_at IS NULL AND %s "
+            "AND end_user_id IS NOT NULL THEN %s ELSE extraction_requested_at END"
+        )
+        work_params = [
+            requests.summarize,
+            tokens,
+            requests.threshold_tokens,
+            count,
+            requests.keep_recent,
+            prep_now,
+            requests.extract,
+            prep_now,
+        ]
+        requested_here = ", summary_requested_at = %s, extraction_requested_at = %s"
     sql = (
         f"UPDATE {quote(meta.db_table)} SET "  # noqa: S608 (identifiers from model metadata)
         "last_seq = last_seq + %s, message_count = message_count + %s, "
-        f"token_count = token_count + %s, last_active_at = %s, updated_at = %s{request_embedding} "
+        f"token_count = token_count + %s, last_active_at = %s, updated_at = %s{request_embedding}"
+        f"{request_work} "
         "WHERE id = %s AND tenant_id = %s "
         "RETURNING last_seq, token_count, summarized_tokens, summarized_seq, agent_id, "
         "end_user_id, summary_requested_at, extraction_requested_at, "
-        "embedding_requested_at = %s"
+        f"embedding_requested_at = %s{requested_here}"
     )
     params = [count, count, tokens, prep_now, prep_now, *([prep_now] if embed else [])]
-    return sql, [*params, prep_id, tenant.pk, prep_now], embed
+    returned = [prep_now, *([prep_now, prep_now] if requests is not None else [])]
+    return sql, [*params, *work_params, prep_id, tenant.pk, *returned], embed
 
 
 def _claim_from_row(*, row: tuple[Any, ...], count: int, embed: bool) -> _Claim:
@@ -701,6 +808,8 @@ def _claim_from_row(*, row: tuple[Any, ...], count: int, embed: bool) -> _Claim:
         summary_requested_at=row[6],
         extraction_requested_at=row[7],
         embedding_requested=embed and bool(row[8]),
+        summary_requested_here=len(row) > 9 and bool(row[9]),
+        extraction_requested_here=len(row) > 9 and bool(row[10]),
     )
 
 

@@ -425,6 +425,12 @@ def profile(setup: Setup, client: InProcessClient) -> dict[str, Any]:
                     request=append,
                     count=config.profile_requests,
                     phases=LLM_APPEND_PHASES,
+                    # --only llm --profile-out F: F-off and F-on (read with python -m pstats)
+                    dump=(
+                        config.profile_out.with_name(f"{config.profile_out.name}-{mode}")
+                        if config.profile_out is not None and config.only == ("llm",)
+                        else None
+                    ),
                 )
             finally:
                 reset.close()

@@ -234,6 +234,16 @@ def memory_policy_for(
     return rows.get(agent_id) or rows.get("") or MemoryPolicy(tenant_id=key, agent_id=agent_id)
 
 
+def memory_policy_for_every_agent(*, tenant: Tenant) -> MemoryPolicy | None:
+    """The policy in force whatever the agent, when no agent of the tenant has a policy of its
+    own (the usual case): an append can then decide its summary and extraction requests before
+    it knows its session's agent. None when some agent has one."""
+    rows = _tenant_policies(tenant_id=tenant.pk)
+    if any(agent_id for agent_id in rows):
+        return None
+    return rows.get("") or MemoryPolicy(tenant_id=tenant.pk, agent_id="")
+
+
 def memory_disabled_anywhere(*, tenant_id: int) -> bool:
     """Whether any of the tenant's policies turns memory off: when none does (the usual case),
     an append need not look up its session's agent before writing."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from facts_app.models import Fact
@@ -105,6 +106,32 @@ class TestAnExchange:
 
         assert fake_llm.requests == []
         assert fresh(session).extraction_requested_at is None
+
+    def test_the_reply_requests_it_in_its_own_claim(
+        self, session, fake_llm, django_assert_num_queries
+    ):
+        # The policy is every agent's: the claim's UPDATE sets the request, no statement more
+        # (savepoint, the claim and the insert: one statement on PostgreSQL, release).
+        statements = 3 if connection.vendor == "postgresql" else 4
+        message_append_batch(  # the policies read once (they are cached)
+            tenant=session.tenant,
+            session_id=session.pk,
+            messages=[MessageInput(role="user", content="Hi")],
+        )
+        with django_assert_num_queries(statements):
+            message_append_batch(
+                tenant=session.tenant,
+                session_id=session.pk,
+                messages=[MessageInput(role="user", content="I live in Berlin")],
+            )
+        assert fresh(session).extraction_requested_at is None
+        with django_assert_num_queries(statements):
+            message_append_batch(
+                tenant=session.tenant,
+                session_id=session.pk,
+                messages=[MessageInput(role="assistant", content="Nice")],
+            )
+        assert fresh(session).extraction_requested_at is not None
 
     def test_a_session_without_a_person_extracts_nothing(
         self, api, tenant, fake_llm, django_capture_on_commit_callbacks

@@ -10,6 +10,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from memoryhub.accounts.models import MemoryPolicy
 from memoryhub.llm import LLMPermanentError, LLMTransientError
 from memoryhub.llm.models import LlmUsage
 from memoryhub.llm.prompts import DATA_NOT_INSTRUCTIONS
@@ -118,7 +119,7 @@ class TestTheThreshold:
         assert summaries.session_summarize(session_id=session.pk) is None
         assert enqueued == []
 
-    def test_an_append_past_the_threshold_costs_one_update_once(
+    def test_an_append_past_the_threshold_requests_it_in_its_own_claim(
         self, session, django_assert_num_queries
     ):
         # savepoint, the claim and the insert (one statement on PostgreSQL), release
@@ -126,11 +127,41 @@ class TestTheThreshold:
         append(session, 1)
         with django_assert_num_queries(append_statements):
             append(session, 1, start=1)
-        # + the conditional UPDATE that requests a summary
-        with django_assert_num_queries(append_statements + 1):
+        # The policy is every agent's: the claim's UPDATE sets the request, no statement more.
+        with django_assert_num_queries(append_statements):
             append(session, 20, start=2)
+        requested = fresh(session).summary_requested_at
+        assert requested is not None
         with django_assert_num_queries(append_statements):  # still pending: nothing more
             append(session, 5, start=22)
+        assert fresh(session).summary_requested_at == requested
+
+    def test_under_an_agents_own_policy_it_costs_one_update_once(
+        self, session, django_assert_num_queries
+    ):
+        MemoryPolicy.objects.create(
+            tenant=session.tenant,
+            agent_id=session.agent_id,
+            summary_threshold_tokens=THRESHOLD,
+            summary_keep_recent=KEEP,
+        )
+        append_statements = 3 if connection.vendor == "postgresql" else 4
+        append(session, 2)
+        # + the conditional UPDATE that requests a summary (the agent is known after the claim)
+        with django_assert_num_queries(append_statements + 1):
+            append(session, 20, start=2)
+        assert fresh(session).summary_requested_at is not None
+        with django_assert_num_queries(append_statements):  # still pending: nothing more
+            append(session, 5, start=22)
+
+    def test_below_the_threshold_or_with_summaries_off_the_claim_requests_nothing(
+        self, session, tenant
+    ):
+        append(session, 5)  # 5 x TOKENS_PER_MESSAGE, under the threshold
+        assert fresh(session).summary_requested_at is None
+        MemoryPolicy.objects.create(tenant=tenant, agent_id="", enable_summarization=False)
+        append(session, 30, start=5)
+        assert fresh(session).summary_requested_at is None
 
 
 class TestSummarizing:
