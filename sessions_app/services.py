@@ -550,7 +550,7 @@ def _claim_and_insert(
         found = cursor.fetchone()
     if found is None:
         raise ResourceNotFound("No such session.")
-    claim = _claim_from_row(row=found[:-1], count=count, embed=embed)
+    claim = _claim_from_row(row=found[:-1], count=count, embed=embed, requests=requests is not None)
     stored = _messages_stored(
         tenant=tenant,
         session_id=session_id,
@@ -732,7 +732,7 @@ def _claim_seqs(
         row = cursor.fetchone()
     if row is None:
         raise ResourceNotFound("No such session.")
-    return _claim_from_row(row=row, count=count, embed=embed)
+    return _claim_from_row(row=row, count=count, embed=embed, requests=requests is not None)
 
 
 def _claim_statement(
@@ -796,7 +796,10 @@ def _claim_statement(
     return sql, [*params, *work_params, prep_id, tenant.pk, *returned], embed
 
 
-def _claim_from_row(*, row: tuple[Any, ...], count: int, embed: bool) -> _Claim:
+def _claim_from_row(
+    *, row: tuple[Any, ...], count: int, embed: bool, requests: bool = False
+) -> _Claim:
+    """The claim `_claim_statement` returned; `embed` and `requests` as it was built with."""
     return _Claim(
         first_seq=int(row[0]) - count + 1,
         last_seq=int(row[0]),
@@ -808,8 +811,8 @@ def _claim_from_row(*, row: tuple[Any, ...], count: int, embed: bool) -> _Claim:
         summary_requested_at=row[6],
         extraction_requested_at=row[7],
         embedding_requested=embed and bool(row[8]),
-        summary_requested_here=len(row) > 9 and bool(row[9]),
-        extraction_requested_here=len(row) > 9 and bool(row[10]),
+        summary_requested_here=requests and bool(row[9]),
+        extraction_requested_here=requests and bool(row[10]),
     )
 
 
