@@ -550,13 +550,14 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    # The MCP SDK logs three INFO lines per request to /mcp/ (a session manager per request).
-    # Django's WARNING per 4xx ("Not Found: /…") repeats memoryhub.request's access line, which
-    # has the status: a flood of refused requests was logged twice. A 5xx's ERROR stays.
     "loggers": {
+        # Django's WARNING per 4xx ("Not Found: /…") repeats memoryhub.request's access line,
+        # which has the status: a flood of refused requests was logged twice. A 5xx's ERROR
+        # (with its traceback) stays.
         "django.request": {"level": "ERROR"},
         "django.db.backends": {"level": "WARNING"},
         "axes": {"level": "WARNING"},
+        # The MCP SDK logs three INFO lines per request to /mcp/ (a session manager per request).
         "mcp": {"level": "WARNING"},
     },
 }

@@ -36,11 +36,7 @@ from memoryhub.llm.models import LLM_MODEL_NAME_MAX_LENGTH
 from memoryhub.llm.prompts import ExtractedFact, extract_facts
 from memoryhub.llm.usage import llm_usage_record
 from sessions_app.models import Message, MessageRole, Session
-from sessions_app.pending import (
-    pending_claim,
-    pending_enqueue_after_append_commit,
-    pending_finish,
-)
+from sessions_app.pending import pending_claim, pending_finish
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +62,7 @@ def extraction_request(
     session_id: uuid.UUID,
     stale_before: dt.datetime | None = None,
     from_append: bool = False,
+    claimed: bool = False,
 ) -> bool:
     """Request an extraction run for the session unless one is pending; enqueued after commit."""
     return pending_claim(
@@ -74,16 +71,7 @@ def extraction_request(
         enqueue=lambda: extraction_enqueue(session_id=session_id),
         stale_before=stale_before,
         from_append=from_append,
-    )
-
-
-def extraction_requested_by_append(*, session_id: uuid.UUID) -> None:
-    """An append's claim set the request itself (the policy every agent shares): enqueue once
-    it commits, as extraction_request(from_append=True) does after its own UPDATE."""
-    pending_enqueue_after_append_commit(
-        session_id=session_id,
-        field="extraction_requested_at",
-        enqueue=lambda: extraction_enqueue(session_id=session_id),
+        claimed=claimed,
     )
 
 

@@ -38,39 +38,36 @@ def pending_claim(
     enqueue: Callable[[], None],
     stale_before: dt.datetime | None = None,
     from_append: bool = False,
+    claimed: bool = False,
 ) -> bool:
     """Set `field` unless a request is already pending, and run `enqueue` after commit.
 
     Only the caller whose conditional UPDATE changed the row enqueues, so concurrent callers
     start one task. `stale_before` (the sweep) also takes over requests older than that.
     `from_append` (an append's request) has the enqueue gathered with the process's other
-    appends' (pending_enqueue_after_append) instead.
+    appends' (pending_enqueue_after_append) instead. `claimed`: the caller's own statement set
+    `field` already, as that UPDATE would have (an append's claim): only the enqueue is left.
     """
-    pending = Q(**{f"{field}__isnull": True})
-    if stale_before is not None:
-        pending |= Q(**{f"{field}__lt": stale_before})
-    stamp: dict[str, Any] = {field: timezone.now()}
-    claimed = Session.objects.filter(pk=session_id).filter(pending).update(**stamp)
     if not claimed:
-        return False
+        pending = Q(**{f"{field}__isnull": True})
+        if stale_before is not None:
+            pending |= Q(**{f"{field}__lt": stale_before})
+        stamp: dict[str, Any] = {field: timezone.now()}
+        if not Session.objects.filter(pk=session_id).filter(pending).update(**stamp):
+            return False
     if from_append:
-        pending_enqueue_after_append_commit(session_id=session_id, field=field, enqueue=enqueue)
+        transaction.on_commit(
+            lambda: pending_enqueue_after_append(
+                session_id=session_id, field=field, enqueue=enqueue
+            ),
+            robust=True,
+        )
         return True
     # After commit (the worker must see the rows), and after the response has gone out: the
     # broker round trip is not the bot's to wait for. A lost enqueue leaves the request set,
     # and the sweep takes it over once stale.
     transaction.on_commit(lambda: after_response(enqueue), robust=True)
     return True
-
-
-def pending_enqueue_after_append_commit(
-    *, session_id: uuid.UUID, field: PendingField, enqueue: Callable[[], None]
-) -> None:
-    """An append set `field` (its own UPDATE, or its claim's): enqueue once it commits."""
-    transaction.on_commit(
-        lambda: pending_enqueue_after_append(session_id=session_id, field=field, enqueue=enqueue),
-        robust=True,
-    )
 
 
 def pending_finish(*, session_id: uuid.UUID, field: PendingField, retry_later: bool) -> None:

@@ -35,11 +35,7 @@ from memoryhub.core.locks import DELETE_RERUN_SQLSTATES, rows_hold, rows_lock, r
 from memoryhub.core.prepared import statements_prepared
 from memoryhub.core.tokens import count_tokens
 from sessions_app.embedding import embedding_enabled, embedding_enqueue_after_append
-from sessions_app.extraction import (
-    extraction_enabled,
-    extraction_request,
-    extraction_requested_by_append,
-)
+from sessions_app.extraction import extraction_enabled, extraction_request
 from sessions_app.models import (
     MESSAGE_INSERT_COLUMNS,
     Message,
@@ -49,7 +45,7 @@ from sessions_app.models import (
     StateEntry,
     TaskContext,
 )
-from sessions_app.summaries import summary_due, summary_request, summary_requested_by_append
+from sessions_app.summaries import summary_due, summary_request
 
 
 @dataclass(frozen=True)
@@ -295,6 +291,14 @@ def message_append_batch(
     with transaction.atomic():
         # The claim and the insert are prepared statements (one plan each, whatever the values:
         # memoryhub.core.prepared); nothing else in this transaction is.
+        claim_statement = _claim_statement(
+            tenant=tenant,
+            session_id=session_id,
+            count=len(counted),
+            tokens=tokens,
+            now=now,
+            requests=requests,
+        )
         with statements_prepared():
             if first_given is None and connection.vendor == "postgresql":
                 # Nothing to read between the claim and the insert: one statement does both.
@@ -303,19 +307,10 @@ def message_append_batch(
                     session_id=session_id,
                     messages=counted,
                     times=times,
-                    tokens=tokens,
-                    now=now,
-                    requests=requests,
+                    claim_statement=claim_statement,
                 )
             else:
-                claim = _claim_seqs(
-                    tenant=tenant,
-                    session_id=session_id,
-                    count=len(counted),
-                    tokens=tokens,
-                    now=now,
-                    requests=requests,
-                )
+                claim = _claim_seqs(statement=claim_statement)
         if first_given is not None and claim.first_seq > 1:
             # Read under the row lock the claim took, so no append can slip in between. Only a
             # message bringing its own time pays for the read: `now` follows any stored time.
@@ -325,9 +320,9 @@ def message_append_batch(
         if requests is not None:
             # The claim decided them (the policy is every agent's): no statement more.
             if claim.summary_requested_here:
-                summary_requested_by_append(session_id=session_id)
+                summary_request(session_id=session_id, from_append=True, claimed=True)
             if claim.extraction_requested_here:
-                extraction_requested_by_append(session_id=session_id)
+                extraction_request(session_id=session_id, from_append=True, claimed=True)
         else:
             _append_requests_by_agent(
                 tenant=tenant, session_id=session_id, claim=claim, messages=counted
@@ -503,23 +498,13 @@ def _claim_and_insert(
     session_id: uuid.UUID,
     messages: list[MessageInput],
     times: list[dt.datetime],
-    tokens: int,
-    now: dt.datetime,
-    requests: _AppendRequests | None = None,
+    claim_statement: _ClaimStatement,
 ) -> tuple[_Claim, list[Message]]:
     """_claim_seqs and _messages_insert in one statement (PostgreSQL): the claim's UPDATE in a
     data-modifying CTE, the insert taking its seqs from the claimed range. One round trip,
     parsed and planned once per connection, where the two took two; a session that is not the
     tenant's claims nothing, so nothing is inserted either."""
     count = len(messages)
-    claim_sql, claim_params, embed = _claim_statement(
-        tenant=tenant,
-        session_id=session_id,
-        count=count,
-        tokens=tokens,
-        now=now,
-        requests=requests,
-    )
     meta = Message._meta
     quote = connection.ops.quote_name
     columns = [column for column in MESSAGE_INSERT_COLUMNS if column != "seq"]
@@ -531,7 +516,7 @@ def _claim_and_insert(
         for column in MESSAGE_INSERT_COLUMNS
     )
     sql = (
-        f"WITH claim AS ({claim_sql}), "  # noqa: S608 (identifiers from model metadata)
+        f"WITH claim AS ({claim_statement.sql}), "  # noqa: S608 (identifiers from model metadata)
         f"inserted AS (INSERT INTO {quote(meta.db_table)} "
         f"({', '.join(quote(column) for column in MESSAGE_INSERT_COLUMNS)}) "
         f"SELECT {selected} FROM claim CROSS JOIN "
@@ -541,7 +526,7 @@ def _claim_and_insert(
         f"SELECT claim.*, ARRAY(SELECT {quote(meta.pk.column)} FROM inserted ORDER BY seq) "
         "FROM claim"
     )
-    params: list[Any] = [*claim_params, count - 1]
+    params: list[Any] = [*claim_statement.params, count - 1]
     values = _message_values(tenant=tenant, session_id=session_id, messages=messages, times=times)
     for offset, message_columns in enumerate(values):
         params += (offset, *message_columns)
@@ -550,7 +535,7 @@ def _claim_and_insert(
         found = cursor.fetchone()
     if found is None:
         raise ResourceNotFound("No such session.")
-    claim = _claim_from_row(row=found[:-1], count=count, embed=embed, requests=requests is not None)
+    claim = claim_statement.claim(found[:-1])
     stored = _messages_stored(
         tenant=tenant,
         session_id=session_id,
@@ -701,17 +686,9 @@ class _Claim:
     extraction_requested_here: bool = False
 
 
-def _claim_seqs(
-    *,
-    tenant: Tenant,
-    session_id: uuid.UUID,
-    count: int,
-    tokens: int,
-    now: dt.datetime,
-    requests: _AppendRequests | None = None,
-) -> _Claim:
-    """Advance the session's counters by `count` messages and return the first seq claimed,
-    with what the summary and extraction checks need.
+def _claim_seqs(*, statement: _ClaimStatement) -> _Claim:
+    """Advance the session's counters by the statement's count of messages and return the first
+    seq claimed, with what the summary and extraction checks need.
 
     One `UPDATE … RETURNING` both takes the session's row lock — held until commit, so
     concurrent appends to one session queue here and seqs stay gapless — and hands out the
@@ -719,20 +696,12 @@ def _claim_seqs(
     IMMEDIATE transaction already serialises writers.) The ORM cannot express RETURNING on an
     update, hence the SQL; names and values still go through Django's quoting and adaptation.
     """
-    sql, params, embed = _claim_statement(
-        tenant=tenant,
-        session_id=session_id,
-        count=count,
-        tokens=tokens,
-        now=now,
-        requests=requests,
-    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(statement.sql, statement.params)
         row = cursor.fetchone()
     if row is None:
         raise ResourceNotFound("No such session.")
-    return _claim_from_row(row=row, count=count, embed=embed, requests=requests is not None)
+    return statement.claim(row)
 
 
 def _claim_statement(
@@ -743,8 +712,8 @@ def _claim_statement(
     tokens: int,
     now: dt.datetime,
     requests: _AppendRequests | None = None,
-) -> tuple[str, list[Any], bool]:
-    """The claim's UPDATE … RETURNING, its values, and whether it requests an embedding. With
+) -> _ClaimStatement:
+    """The claim's UPDATE … RETURNING, its values, and how to read its row. With
     `requests`, the same UPDATE requests a summary (as summary_due decides, on the counters
     after this append) and an extraction (a session with a person) unless one is pending, and
     RETURNING says whether it did: the two UPDATEs of pending_claim, without their round trips."""
@@ -793,27 +762,40 @@ def _claim_statement(
     )
     params = [count, count, tokens, prep_now, prep_now, *([prep_now] if embed else [])]
     returned = [prep_now, *([prep_now, prep_now] if requests is not None else [])]
-    return sql, [*params, *work_params, prep_id, tenant.pk, *returned], embed
-
-
-def _claim_from_row(
-    *, row: tuple[Any, ...], count: int, embed: bool, requests: bool = False
-) -> _Claim:
-    """The claim `_claim_statement` returned; `embed` and `requests` as it was built with."""
-    return _Claim(
-        first_seq=int(row[0]) - count + 1,
-        last_seq=int(row[0]),
-        token_count=int(row[1]),
-        summarized_tokens=int(row[2]),
-        summarized_seq=int(row[3]),
-        agent_id=str(row[4]),
-        has_end_user=row[5] is not None,
-        summary_requested_at=row[6],
-        extraction_requested_at=row[7],
-        embedding_requested=embed and bool(row[8]),
-        summary_requested_here=requests and bool(row[9]),
-        extraction_requested_here=requests and bool(row[10]),
+    return _ClaimStatement(
+        sql=sql,
+        params=[*params, *work_params, prep_id, tenant.pk, *returned],
+        count=count,
+        embed=embed,
+        requests=requests is not None,
     )
+
+
+@dataclass(frozen=True)
+class _ClaimStatement:
+    """The claim's SQL and values, and what it was built with: what its row holds."""
+
+    sql: str
+    params: list[Any]
+    count: int
+    embed: bool  # it requests the embedding (and returns whether it did)
+    requests: bool  # it requests the summary and the extraction (and returns whether it did)
+
+    def claim(self, row: tuple[Any, ...]) -> _Claim:
+        return _Claim(
+            first_seq=int(row[0]) - self.count + 1,
+            last_seq=int(row[0]),
+            token_count=int(row[1]),
+            summarized_tokens=int(row[2]),
+            summarized_seq=int(row[3]),
+            agent_id=str(row[4]),
+            has_end_user=row[5] is not None,
+            summary_requested_at=row[6],
+            extraction_requested_at=row[7],
+            embedding_requested=self.embed and bool(row[8]),
+            summary_requested_here=self.requests and bool(row[9]),
+            extraction_requested_here=self.requests and bool(row[10]),
+        )
 
 
 @transaction.atomic

@@ -37,11 +37,7 @@ from memoryhub.llm.offline import offline_summary
 from memoryhub.llm.prompts import summarize
 from memoryhub.llm.usage import llm_usage_record
 from sessions_app.models import Message, Session, Summary
-from sessions_app.pending import (
-    pending_claim,
-    pending_enqueue_after_append_commit,
-    pending_finish,
-)
+from sessions_app.pending import pending_claim, pending_finish
 from sessions_app.selectors import summary_current
 
 logger = logging.getLogger(__name__)
@@ -104,6 +100,7 @@ def summary_request(
     session_id: uuid.UUID,
     stale_before: dt.datetime | None = None,
     from_append: bool = False,
+    claimed: bool = False,
 ) -> bool:
     """Mark a summarization as requested unless one already is, and enqueue it after commit
     (sessions_app.pending: one pending task per session)."""
@@ -113,16 +110,7 @@ def summary_request(
         enqueue=lambda: summary_enqueue(session_id=session_id),
         stale_before=stale_before,
         from_append=from_append,
-    )
-
-
-def summary_requested_by_append(*, session_id: uuid.UUID) -> None:
-    """An append's claim set the request itself (the policy every agent shares): enqueue once
-    it commits, as summary_request(from_append=True) does after its own UPDATE."""
-    pending_enqueue_after_append_commit(
-        session_id=session_id,
-        field="summary_requested_at",
-        enqueue=lambda: summary_enqueue(session_id=session_id),
+        claimed=claimed,
     )
 
 

@@ -345,8 +345,9 @@ def _fact_insert_unless_there(
         computed["source_message_ids"] = (
             # As the ORM's query would list them: in seq order (Message.Meta.ordering).
             f"COALESCE((SELECT jsonb_agg(m.id ORDER BY m.seq) FROM {messages} m "  # noqa: S608
-            "WHERE m.session_id = %s AND m.seq = ANY(%s::bigint[])), '[]'::jsonb)",
-            [fact.source_session_id, [int(seq) for seq in message_seqs]],
+            "WHERE m.tenant_id = %s AND m.session_id = %s AND m.seq = ANY(%s::bigint[])), "
+            "'[]'::jsonb)",
+            [fact.tenant_id, fact.source_session_id, [int(seq) for seq in message_seqs]],
         )
     columns, expressions, params = _select_list(db, fact, computed=computed)
     record_columns, record_expressions, record_params = _select_list(
