@@ -75,6 +75,7 @@ class UserMemoryVersion(TenantOwnedModel):
                 fields=["memory", "version"], name="usermemoryversion_unique_version"
             )
         ]
+        indexes = [models.Index(fields=["tenant"], name="usermemoryversion_tenant")]
         ordering = ("memory", "-version")
 
     def __str__(self) -> str:
@@ -206,6 +207,7 @@ class VectorRow(TenantOwnedModel):
 
     class Meta:
         abstract = True
+        indexes = [models.Index(fields=["tenant"], name="%(class)s_tenant")]
 
 
 class FactVector(VectorRow):

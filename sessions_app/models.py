@@ -121,7 +121,11 @@ class MessageRole(models.TextChoices):
 
 
 class Message(TenantOwnedModel):
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    # Unindexed alone: message_unique_session_seq leads with it (each append inserts into
+    # every index of this table).
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
     seq = models.PositiveBigIntegerField()
     role = models.CharField(max_length=16, choices=MessageRole.choices)
     content = models.TextField(blank=True, default="")
@@ -170,7 +174,10 @@ MESSAGE_INSERT_COLUMNS: tuple[str, ...] = tuple(
 class StateEntry(TenantOwnedModel):
     """One key of a session's working state; `working_memory` is a key like any other."""
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="state_entries")
+    # Unindexed alone: state_unique_session_key leads with it.
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="state_entries", db_index=False
+    )
     key = models.CharField(max_length=STATE_KEY_MAX_LENGTH)
     value = models.JSONField(null=True)
     position = models.PositiveBigIntegerField(help_text="FIFO order: the lowest is evicted first")
@@ -180,7 +187,10 @@ class StateEntry(TenantOwnedModel):
         constraints = [
             models.UniqueConstraint(fields=["session", "key"], name="state_unique_session_key"),
         ]
-        indexes = [models.Index(fields=["session", "position"], name="state_session_position")]
+        indexes = [
+            models.Index(fields=["session", "position"], name="state_session_position"),
+            models.Index(fields=["tenant"], name="state_tenant"),
+        ]
         ordering = ("session", "position")
         verbose_name_plural = "state entries"
 
@@ -200,7 +210,10 @@ class Summary(TenantOwnedModel):
     OFFLINE_MODEL = "offline"
     MANUAL_MODEL = "manual"
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="summaries")
+    # Unindexed alone: summary_unique_session_through_seq leads with it.
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="summaries", db_index=False
+    )
     text = models.TextField(blank=True, default="")
     through_seq = models.PositiveBigIntegerField(help_text="The last message seq it covers.")
     token_count = models.PositiveIntegerField(default=0)
@@ -216,6 +229,7 @@ class Summary(TenantOwnedModel):
                 fields=["session", "through_seq"], name="summary_unique_session_through_seq"
             ),
         ]
+        indexes = [models.Index(fields=["tenant"], name="summary_tenant")]
         ordering = ("session", "-through_seq")
         verbose_name_plural = "summaries"
 

@@ -35,7 +35,12 @@ class TenantQuerySet(models.QuerySet[Any]):
 
 
 class TenantOwnedModel(models.Model):
-    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+    # No index of its own: every tenant-owned table has an index or unique constraint that
+    # leads with tenant_id (memoryhub.E010 checks it), which serves the key's lookups and
+    # cascades as well; a second copy would be one more index every insert and update keeps.
+    tenant = models.ForeignKey(
+        "accounts.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
 
     objects = TenantQuerySet.as_manager()
 

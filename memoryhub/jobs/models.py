@@ -37,8 +37,9 @@ class JobRun(TenantOwnedModel):
     # Operational, recomputed by the next run: not a kind of its own in deletion counts.
     derived_data: ClassVar[bool] = True
 
+    # Unindexed alone: jobrun_unique_session_kind leads with it.
     session = models.ForeignKey(
-        "sessions_app.Session", on_delete=models.CASCADE, related_name="job_runs"
+        "sessions_app.Session", on_delete=models.CASCADE, related_name="job_runs", db_index=False
     )
     kind = models.CharField(max_length=16, choices=JobKind.choices)
     state = models.CharField(max_length=16, choices=JobState.choices)

@@ -59,6 +59,9 @@ class PendingUpload(TenantOwnedModel):
         related_name="+",
     )
 
+    class Meta:
+        indexes = [models.Index(fields=["tenant"], name="pendingupload_tenant")]
+
     def __str__(self) -> str:
         return f"{self.name} ({self.source}, {self.size} bytes)"
 
@@ -75,6 +78,7 @@ class PendingUploadChunk(TenantOwnedModel):
         constraints = [
             models.UniqueConstraint(fields=["upload", "index"], name="pendinguploadchunk_unique")
         ]
+        indexes = [models.Index(fields=["tenant"], name="pendinguploadchunk_tenant")]
 
     def __str__(self) -> str:
         return f"{self.upload_id}#{self.index}"
