@@ -385,3 +385,45 @@ def test_a_fact_of_a_known_person_is_its_own_statement_outside_a_transaction(ten
     assert stored.source_message_ids == [Message.objects.get(seq=1).pk]
     facts = ImportedRecord.objects.filter(kind="facts").values_list("object_id", flat=True)
     assert sorted(facts) == sorted(str(pk) for pk in Fact.objects.values_list("pk", flat=True))
+
+
+def test_a_facts_source_messages_are_read_by_their_session_however_stale_the_statistics(
+    tenant, other_tenant
+):
+    # An import's tenant is new to the table's statistics while it grows (autovacuum has not
+    # analysed it yet): the planner then takes it for a few rows, and the fact's lookup of its
+    # source messages walked the tenant's whole (tenant_id, created_at) index, one fact after
+    # another, instead of the two rows that (session_id, seq) names.
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's planner")
+    # What the statistics know: another tenant's 200 sessions of 100 messages.
+    others = Session.objects.bulk_create(
+        Session(tenant=other_tenant, last_active_at=T0) for _ in range(200)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO sessions_app_message (tenant_id, session_id, seq, role, content, name, "
+            "tool_call_id, metadata, token_count, created_at) SELECT %s, s, n, 'user', 'x', '', "
+            "'', '{}', 1, now() FROM unnest(%s::uuid[]) AS s, generate_series(1, 100) AS n",
+            [other_tenant.pk, [session.pk for session in others]],
+        )
+        cursor.execute("ANALYZE sessions_app_message")
+    import_items(tenant=tenant, source="test", items=[a_session("s1", messages=3000, summaries=[])])
+    fact = _a_fact("f1", "Drinks green tea", source_session_id="s1", source_message_seqs=[1, 3])
+
+    with CaptureQueriesContext(connection) as queries:
+        report = import_items(tenant=tenant, source="test", items=[fact])
+
+    assert dict(report.imported) == {"facts": 1}, report.skipped
+    (statement,) = [q["sql"] for q in queries.captured_queries if "facts_app_fact" in q["sql"]]
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (COSTS OFF) " + statement)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "message_unique_session_seq" in plan, plan
+    assert "message_tenant_created" not in plan, plan
+    stored = Fact.objects.get(content="Drinks green tea")
+    assert stored.source_message_ids == list(
+        Message.objects.filter(session=stored.source_session_id, seq__in=[1, 3])
+        .order_by("seq")
+        .values_list("pk", flat=True)
+    )
