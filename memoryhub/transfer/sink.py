@@ -110,6 +110,11 @@ MESSAGE_JSON_CHARS = 16 * 1024 * 1024
 # Sessions whose embedding is requested together (two queries and a task per batch), after
 # their own commits: a request never names a session that was rolled back.
 EMBEDDING_REQUEST_BATCH = 100
+# An import that wrote at least this many messages ends with ANALYZE of the tables it filled
+# (PostgreSQL): until the statistics know the tenant, the planner takes it for a few rows and
+# reads its sessions through its whole (tenant_id, …) indexes; autovacuum analyses a table only
+# after a tenth of it changed.
+ANALYZE_AFTER_MESSAGES = 10_000
 # Imports keep texts the API would refuse (a 120 KB tool output is routine) up to this size.
 IMPORT_MAX_CONTENT_BYTES_DEFAULT = 256 * 1024
 TRUNCATION_MARKER = "\n\n[… cut by the MemoryHub import: {original} bytes, the first {kept} kept]"
@@ -248,6 +253,15 @@ def _insert_messages(
             payload = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
         _run_or_defer(db, sql, [tenant_id, session_id, payload], defer)
         start = end
+
+
+def _analyze(db: BaseDatabaseWrapper, *, of: Iterable[type[Model]]) -> None:
+    """ANALYZE these tables (PostgreSQL). A role that does not own them gets a warning from
+    the server, not an error: the import stands either way."""
+    quote = db.ops.quote_name
+    tables = ", ".join(quote(model._meta.db_table) for model in of)
+    with db.cursor() as cursor:
+        cursor.execute(f"ANALYZE {tables}")
 
 
 def _client_side_binding(db: BaseDatabaseWrapper) -> bool:
@@ -517,6 +531,8 @@ class ImportSink:
         # embedding is requested in batches (EMBEDDING_REQUEST_BATCH) and at `finish`.
         self._item_embeddings: list[uuid.UUID] = []
         self._embeddings: list[uuid.UUID] = []
+        # Messages written (rolled back ones included): what decides the closing ANALYZE.
+        self._messages_written = 0
 
     # --- shared ---------------------------------------------------------------------------------
     def _already(self, *, kind: str, source_id: str) -> str | None:
@@ -1000,6 +1016,7 @@ class ImportSink:
             if defer:
                 self._flush()  # the chunk before: one chunk held at a time, however long
             _insert_messages(self._db, rows=rows, defer=defer)
+        self._messages_written += count
         return last_seq, count, tokens, token_by_seq
 
     def _grow_session(self, item: ImportedSession, *, session_id: str) -> uuid.UUID:
@@ -1458,6 +1475,12 @@ class ImportSink:
                 continue  # one of the two was skipped: already in the report
             if not self.dry_run:
                 Fact.objects.filter(tenant=self.tenant, pk=old).update(superseded_by_id=new)
+        if (
+            self._db.vendor == "postgresql"
+            and not self.dry_run
+            and self._messages_written >= ANALYZE_AFTER_MESSAGES
+        ):
+            _analyze(self._db, of=(Message, Session, EndUser, Fact, ImportedRecord))
         return self.report
 
     def note(self, item: ImportedNote) -> None:
