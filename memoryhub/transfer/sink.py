@@ -27,7 +27,7 @@ import json
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -110,10 +110,10 @@ MESSAGE_JSON_CHARS = 16 * 1024 * 1024
 # Sessions whose embedding is requested together (two queries and a task per batch), after
 # their own commits: a request never names a session that was rolled back.
 EMBEDDING_REQUEST_BATCH = 100
-# An import that wrote at least this many messages ends with ANALYZE of the tables it filled
-# (PostgreSQL): until the statistics know the tenant, the planner takes it for a few rows and
-# reads its sessions through its whole (tenant_id, …) indexes; autovacuum analyses a table only
-# after a tenth of it changed.
+# An import that wrote at least this many messages ends with ANALYZE of the keys of the tables
+# it filled (PostgreSQL): until the statistics know the tenant, the planner takes it for a few
+# rows and reads its sessions through its whole (tenant_id, …) indexes; autovacuum analyses a
+# table only after a tenth of it changed.
 ANALYZE_AFTER_MESSAGES = 10_000
 # Imports keep texts the API would refuse (a 120 KB tool output is routine) up to this size.
 IMPORT_MAX_CONTENT_BYTES_DEFAULT = 256 * 1024
@@ -255,11 +255,16 @@ def _insert_messages(
         start = end
 
 
-def _analyze(db: BaseDatabaseWrapper, *, of: Iterable[type[Model]]) -> None:
-    """ANALYZE these tables (PostgreSQL). A role that does not own them gets a warning from
-    the server, not an error: the import stands either way."""
+def _analyze(db: BaseDatabaseWrapper, *, of: Mapping[type[Model], tuple[str, ...]]) -> None:
+    """ANALYZE these tables' named columns (PostgreSQL): the keys the planner picks indexes by.
+    Only those: the texts' statistics were 2.8 s of 2.9 at 700 MB of messages, the keys' 0.13 s.
+    A role that does not own the tables gets a warning from the server, not an error."""
     quote = db.ops.quote_name
-    tables = ", ".join(quote(model._meta.db_table) for model in of)
+    tables = ", ".join(
+        f"{quote(model._meta.db_table)} "
+        f"({', '.join(quote(model._meta.get_field(name).column) for name in fields)})"
+        for model, fields in of.items()
+    )
     with db.cursor() as cursor:
         cursor.execute(f"ANALYZE {tables}")
 
@@ -1480,7 +1485,16 @@ class ImportSink:
             and not self.dry_run
             and self._messages_written >= ANALYZE_AFTER_MESSAGES
         ):
-            _analyze(self._db, of=(Message, Session, EndUser, Fact, ImportedRecord))
+            _analyze(
+                self._db,
+                of={
+                    Message: ("tenant", "session"),
+                    Session: ("tenant", "end_user"),
+                    EndUser: ("tenant",),
+                    Fact: ("tenant", "end_user"),
+                    ImportedRecord: ("tenant",),
+                },
+            )
         return self.report
 
     def note(self, item: ImportedNote) -> None:
