@@ -13,14 +13,18 @@ importer chooses (RetentionChoice) before anything is written:
   messages) and expired memories are pinned; notes have no pin, so old daily notes extend the
   tenant's daily-note retention as `extend` does;
 - proceed: import as it is, knowing the next retention run removes what the survey counted.
+  Given to the command beforehand (`--retention proceed`), it needs nothing done before the
+  import writes: the survey then counts in the import's own pass (RetentionSurveyor, no second
+  read of the input) and is told with the import's report.
 
 This module only reads the input and the policies, and writes the policy change of `extend`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from django.db import models
@@ -32,6 +36,7 @@ from memoryhub.transfer.models import ImportedRecord
 from memoryhub.transfer.sink import source_key
 from memoryhub.transfer.types import (
     ImportedMemory,
+    ImportedMessage,
     ImportedNote,
     ImportedSession,
     Item,
@@ -120,62 +125,92 @@ def _imported_before(*, tenant: Tenant, source: str, kind: str, source_id: str) 
     ).exists()
 
 
-def retention_survey(
-    *, tenant: Tenant, source: str, items: Iterable[Item], now: dt.datetime | None = None
-) -> RetentionSurvey:
-    """Read `items` (times only, nothing kept) against the tenant's retention windows.
-    Sessions, notes and memories an earlier run imported were decided on then: not counted."""
-    now = now or timezone.now()
-    days, note_days = _cutoffs(tenant=tenant, now=now)
-    survey = RetentionSurvey(now=now, retention_days=days, daily_note_retention_days=note_days)
-    # A first import of this source (the usual case) has nothing imported before: no query per
-    # session to find out.
-    earlier = ImportedRecord.objects.filter(tenant=tenant, source=source).exists()
+class RetentionSurveyor:
+    """Counts, item by item, what of an input falls outside the tenant's retention windows
+    (`survey`). `see(item)` returns the item to pass on: a session whose messages count comes
+    back with them wrapped, so that they are counted as whoever reads them reads them (once,
+    from a stream). Sessions, notes and memories an earlier run imported were decided on then:
+    not counted."""
 
-    def imported_before(*, kind: str, source_id: str) -> bool:
-        return earlier and _imported_before(
-            tenant=tenant, source=source, kind=kind, source_id=source_id
+    def __init__(self, *, tenant: Tenant, source: str, now: dt.datetime | None = None) -> None:
+        self.now = now or timezone.now()
+        self._days, note_days = _cutoffs(tenant=tenant, now=self.now)
+        self.survey = RetentionSurvey(
+            now=self.now, retention_days=self._days, daily_note_retention_days=note_days
+        )
+        self._tenant, self._source = tenant, source
+        # A first import of this source (the usual case) has nothing imported before: no query
+        # per session to find out.
+        self._earlier = ImportedRecord.objects.filter(tenant=tenant, source=source).exists()
+
+    def _imported_before(self, *, kind: str, source_id: str) -> bool:
+        return self._earlier and _imported_before(
+            tenant=self._tenant, source=self._source, kind=kind, source_id=source_id
         )
 
-    def older(value: dt.datetime | None) -> None:
-        if value is not None and (survey.oldest is None or value < survey.oldest):
-            survey.oldest = value
+    def _older(self, value: dt.datetime | None) -> None:
+        if value is not None and (self.survey.oldest is None or value < self.survey.oldest):
+            self.survey.oldest = value
 
-    for item in items:
+    def see(self, item: Item) -> Item:
+        survey, now = self.survey, self.now
         if isinstance(item, ImportedSession):
-            messages = iter(item.messages)
-            if item.pinned or imported_before(kind="sessions", source_id=item.source_id):
-                continue
-            agent = item.agent_id if item.agent_id in days else ""
-            window = days[agent]
+            if item.pinned or self._imported_before(kind="sessions", source_id=item.source_id):
+                return item
+            agent = item.agent_id if item.agent_id in self._days else ""
+            window = self._days[agent]
             last_active = item.last_active_at or item.created_at or now
-            older(item.created_at)
+            self._older(item.created_at)
             if window is None:
-                continue
+                return item
             cutoff = now - dt.timedelta(days=window)
             whole = last_active < cutoff
             survey.sessions += whole
-            for message in messages:
-                time = message.created_at or item.created_at or now
-                older(time)
-                if whole or time < cutoff:
-                    survey.messages += 1
-                    survey.policies.add(agent)
             if whole:
                 survey.policies.add(agent)
-        elif isinstance(item, ImportedNote):
-            if item.day is None or note_days is None:
-                continue
-            if imported_before(kind="notes", source_id=item.source_id):
-                continue
+            return dataclasses.replace(
+                item,
+                messages=self._messages(item, agent=agent, cutoff=cutoff, whole=whole),
+            )
+        if isinstance(item, ImportedNote):
+            if item.day is None or survey.daily_note_retention_days is None:
+                return item
+            if self._imported_before(kind="notes", source_id=item.source_id):
+                return item
+            note_days = survey.daily_note_retention_days
             if item.day < (now - dt.timedelta(days=note_days)).date():
                 survey.daily_notes += 1
         elif isinstance(item, ImportedMemory):
             if item.pinned or item.expires_at is None or item.expires_at > now:
-                continue
-            if not imported_before(kind="user_memories", source_id=item.source_id):
+                return item
+            if not self._imported_before(kind="user_memories", source_id=item.source_id):
                 survey.memories += 1
-    return survey
+        return item
+
+    def _messages(
+        self, item: ImportedSession, *, agent: str, cutoff: dt.datetime, whole: bool
+    ) -> Iterator[ImportedMessage]:
+        for message in item.messages:
+            time = message.created_at or item.created_at or self.now
+            self._older(time)
+            if whole or time < cutoff:
+                self.survey.messages += 1
+                self.survey.policies.add(agent)
+            yield message
+
+
+def retention_survey(
+    *, tenant: Tenant, source: str, items: Iterable[Item], now: dt.datetime | None = None
+) -> RetentionSurvey:
+    """Read `items` (times only, nothing kept) against the tenant's retention windows."""
+    surveyor = RetentionSurveyor(tenant=tenant, source=source, now=now)
+    for item in items:
+        seen = surveyor.see(item)
+        if seen is not item:  # a session whose messages count: read them
+            assert isinstance(seen, ImportedSession)
+            for _ in seen.messages:
+                pass
+    return surveyor.survey
 
 
 def retention_choice_apply(

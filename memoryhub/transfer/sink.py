@@ -260,13 +260,13 @@ def _analyze(db: BaseDatabaseWrapper, *, of: Mapping[type[Model], tuple[str, ...
     Only those: the texts' statistics were 2.8 s of 2.9 at 700 MB of messages, the keys' 0.13 s.
     A role that does not own the tables gets a warning from the server, not an error."""
     quote = db.ops.quote_name
-    tables = ", ".join(
-        f"{quote(model._meta.db_table)} "
-        f"({', '.join(quote(model._meta.get_field(name).column) for name in fields)})"
-        for model, fields in of.items()
-    )
+    tables = []
+    for model, names in of.items():
+        column = {field.name: str(field.column) for field in model._meta.concrete_fields}
+        columns = ", ".join(quote(column[name]) for name in names)
+        tables.append(f"{quote(model._meta.db_table)} ({columns})")
     with db.cursor() as cursor:
-        cursor.execute(f"ANALYZE {tables}")
+        cursor.execute(f"ANALYZE {', '.join(tables)}")
 
 
 def _client_side_binding(db: BaseDatabaseWrapper) -> bool:

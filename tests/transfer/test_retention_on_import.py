@@ -18,6 +18,7 @@ from django.core.management.base import CommandError
 from facts_app.models import Note
 from memoryhub.accounts.models import AuditEvent, MemoryPolicy, Tenant
 from memoryhub.retention.prune import retention_prune_tenant
+from memoryhub.transfer.management.commands import import_memory
 from sessions_app.models import Message, Session
 
 pytestmark = pytest.mark.usefixtures("real_retention_windows")
@@ -133,9 +134,26 @@ def test_extend_keeps_conversations_forever_from_now_on_and_audits_it(tenant, tm
     assert Message.objects.filter(tenant=tenant).count() == 5
 
 
-def test_proceed_imports_as_it_is_and_says_what_retention_will_take(tenant, tmp_path):
+def test_proceed_imports_as_it_is_and_says_what_retention_will_take(tenant, tmp_path, monkeypatch):
+    # Chosen beforehand, `proceed` needs nothing done before the import writes: the survey
+    # counts in the import's own pass, and the input is read once, not twice.
+    reads: list[Path] = []
+    real_reader_for = import_memory.reader_for
+
+    def counting_reader_for(name: str):
+        reader = real_reader_for(name)
+
+        def read(path: Path):
+            reads.append(path)
+            return reader(path)
+
+        return read
+
+    monkeypatch.setattr(import_memory, "reader_for", counting_reader_for)
     lines = run_import(store_of_2025(tmp_path), tenant, "--retention", "proceed")
 
+    assert len(reads) == 1
+    assert lines[:5] == TOLD
     assert lines[5] == (
         "Retention: importing as it is, as chosen; the next retention run removes the items "
         "counted above."
@@ -224,6 +242,22 @@ def test_old_daily_notes_are_told_and_pinning_keeps_them_by_the_note_policy(tena
 
     assert Note.objects.filter(tenant=tenant).count() == 1
     assert Session.objects.filter(tenant=tenant).count() == 1
+
+
+def test_proceed_counts_in_the_import_pass_what_the_survey_counts_before_it(tenant, tmp_path):
+    # The same input told the two ways: read first (a dry run), and counted while importing.
+    tape = old_tape(tmp_path / "cli.jsonl")
+    before = run_import(tape, tenant, "--dry-run", fmt="bub")
+
+    during = run_import(tape, tenant, "--retention", "proceed", fmt="bub")
+
+    assert during[:5] == before[:5]
+    assert during[1:4] == [
+        "  sessions: 1 (whole, idle for longer than the window)",
+        "  messages: 1 (those of these sessions included)",
+        "  daily notes: 1",
+    ]
+    assert during[5].startswith("Retention: importing as it is, as chosen")
 
 
 # --- the web page ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from memoryhub.accounts.models import Actor, Tenant
 from memoryhub.transfer.formats import ALIASES, FORMATS, format_name, reader_for
 from memoryhub.transfer.retention import (
     RetentionChoice,
+    RetentionSurvey,
+    RetentionSurveyor,
     retention_choice_apply,
     retention_survey,
 )
@@ -33,7 +36,8 @@ class Command(BaseCommand):
         "seed001, seed003 and seed004 still work). Each session is its own transaction; a bad "
         "record is reported with its file and line and the rest goes on; running the same import "
         "again adds only what the store gained since. Before writing, it says what falls outside "
-        "the tenant's retention windows; if anything does, choose with --retention."
+        "the tenant's retention windows; if anything does, choose with --retention (with "
+        "--retention proceed given, it says so with the report, counted in the same pass)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -64,25 +68,27 @@ class Command(BaseCommand):
             raise CommandError(f"No such tenant: {options['tenant']}")
         reader = reader_for(options["format"])
         source = format_name(options["format"])
-        # Read once for times only, and say it before anything is written.
-        survey = retention_survey(tenant=tenant, source=source, items=reader(path))
-        if survey.outside:
-            for line in survey.lines():
-                self.stdout.write(self.style.WARNING(line))
         choice = options["retention"]
-        if survey.outside and choice is None:
-            choices = "; ".join(f"{c.value}: {c.label}" for c in RetentionChoice)
-            if not options["dry_run"]:
-                raise CommandError(f"Nothing imported. Choose with --retention ({choices}).")
-            self.stdout.write(f"Choose with --retention when importing ({choices}).")
-        elif survey.outside and not options["dry_run"]:
-            for line in retention_choice_apply(
-                tenant=tenant,
-                survey=survey,
-                choice=RetentionChoice(choice),
-                actor=Actor.command("import_memory"),
-            ):
-                self.stdout.write(line)
+        items: Iterable[Item] = reader(path)
+        # `proceed` chosen beforehand changes nothing before the import writes: the survey then
+        # counts in the import's own pass (a second read of the input was a fifteenth of a large
+        # import's time) and is told with its report. Any other way, it reads the input first
+        # and is told before anything is written.
+        counted_while_importing = choice == RetentionChoice.PROCEED and not options["dry_run"]
+        if counted_while_importing:
+            surveyor = RetentionSurveyor(tenant=tenant, source=source)
+            items = map(surveyor.see, items)
+            survey = surveyor.survey
+        else:
+            survey = retention_survey(tenant=tenant, source=source, items=reader(path))
+            self._tell(survey)
+            if survey.outside and choice is None:
+                choices = "; ".join(f"{c.value}: {c.label}" for c in RetentionChoice)
+                if not options["dry_run"]:
+                    raise CommandError(f"Nothing imported. Choose with --retention ({choices}).")
+                self.stdout.write(f"Choose with --retention when importing ({choices}).")
+            elif survey.outside and not options["dry_run"]:
+                self._apply(tenant=tenant, survey=survey, choice=RetentionChoice(choice))
         with tqdm(
             unit=" records", desc="importing", disable=options["no_progress"], file=sys.stderr
         ) as bar:
@@ -94,11 +100,15 @@ class Command(BaseCommand):
                 tenant=tenant,
                 # Under its own name, so that a re-run under an old alias adds nothing.
                 source=source,
-                items=reader(path),
+                items=items,
                 dry_run=options["dry_run"],
                 pin=survey.outside and choice == RetentionChoice.PIN,
                 progress=progress,
             )
+        if counted_while_importing:
+            self._tell(survey)
+            if survey.outside:
+                self._apply(tenant=tenant, survey=survey, choice=RetentionChoice.PROCEED)
         for line in report.lines():
             self.stdout.write(line)
         verb = "Dry run: would import" if report.dry_run else "Imported"
@@ -111,3 +121,14 @@ class Command(BaseCommand):
                 + " (listed above)."
             )
         )
+
+    def _tell(self, survey: RetentionSurvey) -> None:
+        if survey.outside:
+            for line in survey.lines():
+                self.stdout.write(self.style.WARNING(line))
+
+    def _apply(self, *, tenant: Tenant, survey: RetentionSurvey, choice: RetentionChoice) -> None:
+        for line in retention_choice_apply(
+            tenant=tenant, survey=survey, choice=choice, actor=Actor.command("import_memory")
+        ):
+            self.stdout.write(line)
