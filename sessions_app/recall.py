@@ -121,7 +121,9 @@ def _token_sql(*, by_external_id: bool) -> str:
 
 def recall_token(*, tenant_id: int, end_user_id: int) -> Token | None:
     """The person's version token, or None when the person is gone (erased)."""
-    with connection.cursor() as cursor:
+    # Prepared (memoryhub.core.prepared): a person's row by key, then their sessions by person,
+    # one plan for any person; PostgreSQL's parse and plan were most of its time.
+    with statements_prepared(), connection.cursor() as cursor:
         cursor.execute(_token_sql(by_external_id=False), [end_user_id, tenant_id])
         row = cursor.fetchone()
     return None if row is None else Token(*(int(value) for value in row[1:]))
@@ -134,7 +136,7 @@ def _person_and_token(*, tenant: Tenant, external_id: str) -> tuple[EndUser, Tok
     (the binding narrows the lookup: callers take end_user_get_for_tenant then)."""
     if not end_user_id_is_storable(external_id):
         raise ResourceNotFound("No such user.")
-    with connection.cursor() as cursor:
+    with statements_prepared(), connection.cursor() as cursor:  # as recall_token's
         cursor.execute(_token_sql(by_external_id=True), [external_id, tenant.pk])
         row = cursor.fetchone()
     if row is None:

@@ -272,3 +272,27 @@ def test_connections_run_prepared_statements_with_their_generic_plan(settings):
     assert plan_cache_mode() == "force_generic_plan"
     settings.DATABASE_PREPARED_STATEMENTS = False
     assert plan_cache_mode() == "auto"
+
+
+def test_the_persons_token_is_prepared_and_only_the_tenants(tenant, other_tenant, session):
+    # Read before every search and context call with history (is the person's index current?).
+    from sessions_app.recall import _person_and_token, recall_token
+
+    _append(tenant, session, "hello")
+    connection.close()
+    for _ in range(3):
+        with rls.rls_scope(tenant_id=tenant.pk):
+            person, token = _person_and_token(tenant=tenant, external_id="ada")
+            assert recall_token(tenant_id=tenant.pk, end_user_id=person.pk) == token
+        assert person.pk == session.end_user_id
+        assert (token.sessions, token.appended) == (1, 1)
+    statements = _prepared()
+    assert len(statements) == 2
+    assert all(statement.startswith("SELECT e.id, e.recall_version") for statement in statements)
+    # Another tenant's scope, or another tenant's id in the statement: no person either way.
+    with rls.rls_scope(tenant_id=other_tenant.pk):
+        with pytest.raises(ResourceNotFound):
+            _person_and_token(tenant=tenant, external_id="ada")
+        assert recall_token(tenant_id=tenant.pk, end_user_id=session.end_user_id) is None
+    with rls.rls_scope(tenant_id=tenant.pk):
+        assert recall_token(tenant_id=other_tenant.pk, end_user_id=session.end_user_id) is None
