@@ -540,6 +540,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": float(CLEANUP_INTERVAL_SECONDS),
         "options": {"expire_seconds": int(CLEANUP_INTERVAL_SECONDS * 0.9)},
     },
+    # The planner's statistics of the tenant and session keys (memoryhub.core.statistics).
+    "keys-analyze": {
+        "task": "sessions_app.tasks.keys_analyze",
+        "schedule": 3600.0,
+        "options": {"expire_seconds": 3240},
+    },
 }
 
 # --- Logging ------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import json
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -65,6 +65,7 @@ from memoryhub.accounts.redaction import (
 from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.errors import InvalidInput
+from memoryhub.core.statistics import keys_analyze
 from memoryhub.core.tokens import count_tokens
 from memoryhub.transfer.models import ImportedRecord
 from memoryhub.transfer.types import (
@@ -111,9 +112,8 @@ MESSAGE_JSON_CHARS = 16 * 1024 * 1024
 # their own commits: a request never names a session that was rolled back.
 EMBEDDING_REQUEST_BATCH = 100
 # An import that wrote at least this many messages ends with ANALYZE of the keys of the tables
-# it filled (PostgreSQL): until the statistics know the tenant, the planner takes it for a few
-# rows and reads its sessions through its whole (tenant_id, …) indexes; autovacuum analyses a
-# table only after a tenth of it changed.
+# it filled (memoryhub.core.statistics): a tenant's reads are planned on their indexes at once,
+# not after the next hourly run.
 ANALYZE_AFTER_MESSAGES = 10_000
 # Imports keep texts the API would refuse (a 120 KB tool output is routine) up to this size.
 IMPORT_MAX_CONTENT_BYTES_DEFAULT = 256 * 1024
@@ -253,20 +253,6 @@ def _insert_messages(
             payload = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
         _run_or_defer(db, sql, [tenant_id, session_id, payload], defer)
         start = end
-
-
-def _analyze(db: BaseDatabaseWrapper, *, of: Mapping[type[Model], tuple[str, ...]]) -> None:
-    """ANALYZE these tables' named columns (PostgreSQL): the keys the planner picks indexes by.
-    Only those: the texts' statistics were 2.8 s of 2.9 at 700 MB of messages, the keys' 0.13 s.
-    A role that does not own the tables gets a warning from the server, not an error."""
-    quote = db.ops.quote_name
-    tables = []
-    for model, names in of.items():
-        column = {field.name: str(field.column) for field in model._meta.concrete_fields}
-        columns = ", ".join(quote(column[name]) for name in names)
-        tables.append(f"{quote(model._meta.db_table)} ({columns})")
-    with db.cursor() as cursor:
-        cursor.execute(f"ANALYZE {', '.join(tables)}")
 
 
 def _client_side_binding(db: BaseDatabaseWrapper) -> bool:
@@ -1480,13 +1466,9 @@ class ImportSink:
                 continue  # one of the two was skipped: already in the report
             if not self.dry_run:
                 Fact.objects.filter(tenant=self.tenant, pk=old).update(superseded_by_id=new)
-        if (
-            self._db.vendor == "postgresql"
-            and not self.dry_run
-            and self._messages_written >= ANALYZE_AFTER_MESSAGES
-        ):
-            _analyze(
-                self._db,
+        if not self.dry_run and self._messages_written >= ANALYZE_AFTER_MESSAGES:
+            keys_analyze(
+                using=self._db.alias,
                 of={
                     Message: ("tenant", "session"),
                     Session: ("tenant", "end_user"),
