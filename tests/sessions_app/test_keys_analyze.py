@@ -11,22 +11,9 @@ from django.db import connection
 from memoryhub.accounts.models import Tenant
 from sessions_app.models import Message, Session
 from sessions_app.tasks import keys_analyze
+from tests.helpers import sessions_with_messages
 
 pytestmark = pytest.mark.django_db
-
-
-def _sessions_with_messages(tenant: Tenant, *, sessions: int, messages: int) -> list[Session]:
-    made = Session.objects.bulk_create(
-        Session(tenant=tenant, last_active_at="2026-01-01T00:00:00Z") for _ in range(sessions)
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO sessions_app_message (tenant_id, session_id, seq, role, content, name, "
-            "tool_call_id, metadata, token_count, created_at) SELECT %s, s, n, 'user', 'x', '', "
-            "'', '{}', 1, now() FROM unnest(%s::uuid[]) AS s, generate_series(1, %s) AS n",
-            [tenant.pk, [session.pk for session in made], messages],
-        )
-    return made
 
 
 def _last_20_plan(tenant: Tenant, session: Session) -> str:
@@ -39,11 +26,11 @@ def test_after_the_task_a_new_tenants_reads_go_through_their_sessions_index(tena
     if connection.vendor != "postgresql":
         assert keys_analyze() is False  # SQLite: nothing to do
         return
-    _sessions_with_messages(other_tenant, sessions=200, messages=100)
+    sessions_with_messages(other_tenant, sessions=200, messages=100)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE sessions_app_message")
     # Then this tenant arrives: 30 sessions of 100 messages the statistics know nothing of.
-    session = _sessions_with_messages(tenant, sessions=30, messages=100)[0]
+    session = sessions_with_messages(tenant, sessions=30, messages=100)[0]
     assert "message_unique_session_seq" not in _last_20_plan(tenant, session)
 
     assert keys_analyze() is True

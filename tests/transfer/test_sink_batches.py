@@ -21,6 +21,7 @@ from memoryhub.transfer.models import ImportedRecord
 from memoryhub.transfer.runner import import_items
 from memoryhub.transfer.types import ImportedFact, ImportedMessage, ImportedPolicy, Origin
 from sessions_app.models import Message, Session
+from tests.helpers import sessions_with_messages
 from tests.transfer.test_sink import T0, a_session
 
 
@@ -420,16 +421,8 @@ def test_a_facts_source_messages_are_read_by_their_session_however_stale_the_sta
 
 def _other_tenants_messages_analysed(other_tenant) -> None:
     """What the statistics know: another tenant's 200 sessions of 100 messages."""
-    others = Session.objects.bulk_create(
-        Session(tenant=other_tenant, last_active_at=T0) for _ in range(200)
-    )
+    sessions_with_messages(other_tenant, sessions=200, messages=100)
     with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO sessions_app_message (tenant_id, session_id, seq, role, content, name, "
-            "tool_call_id, metadata, token_count, created_at) SELECT %s, s, n, 'user', 'x', '', "
-            "'', '{}', 1, now() FROM unnest(%s::uuid[]) AS s, generate_series(1, 100) AS n",
-            [other_tenant.pk, [session.pk for session in others]],
-        )
         cursor.execute("ANALYZE sessions_app_message")
 
 
