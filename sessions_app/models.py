@@ -9,7 +9,7 @@ from typing import ClassVar
 from django.db import models
 from uuid6 import uuid7
 
-from memoryhub.accounts.models import TenantOwnedModel
+from memoryhub.accounts.models import EndUser, TenantOwnedModel
 
 AGENT_ID_MAX_LENGTH = 128
 EXTERNAL_KEY_MAX_LENGTH = 255
@@ -418,3 +418,14 @@ class MessageVector(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.message_id} {self.model}"
+
+
+# The conversation tables' columns the planner picks their indexes by (tenant, session, person):
+# what memoryhub.core.statistics.keys_analyze brings up to date, hourly (sessions_app.tasks) and
+# after a large import (transfer.sink, with the tables an import fills besides).
+CONVERSATION_KEYS: dict[type[models.Model], tuple[str, ...]] = {
+    Message: ("tenant", "session"),
+    Session: ("tenant", "end_user"),
+    MessageVector: ("tenant", "end_user"),
+    EndUser: ("tenant",),
+}

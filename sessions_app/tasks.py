@@ -10,14 +10,13 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from memoryhub.accounts.models import EndUser
 from memoryhub.core import statistics
 from memoryhub.core.metrics import embedding_error_count
 from memoryhub.core.rls import system_task, tenant_task
 from memoryhub.llm import LLMPermanentError, LLMTransientError
 from memoryhub.llm.tasks import MODEL_TASK_MAX_RETRIES, model_task_options
 from sessions_app import embedding, extraction, summaries
-from sessions_app.models import Message, MessageVector, Session
+from sessions_app.models import CONVERSATION_KEYS, Session
 
 logger = logging.getLogger(__name__)
 
@@ -203,11 +202,4 @@ def keys_analyze() -> bool:
     """Beat (hourly): the planner's statistics of the conversation tables' keys brought up to
     date, so a tenant that is new or grew since is read through the indexes its queries name
     (memoryhub.core.statistics). Takes no arguments; running it twice analyses twice."""
-    return statistics.keys_analyze(
-        of={
-            Message: ("tenant", "session"),
-            Session: ("tenant", "end_user"),
-            MessageVector: ("tenant", "end_user"),
-            EndUser: ("tenant",),
-        }
-    )
+    return statistics.keys_analyze(of=CONVERSATION_KEYS)

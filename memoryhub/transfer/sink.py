@@ -86,6 +86,7 @@ from memoryhub.transfer.types import (
 from sessions_app.embedding import embedding_request_sessions
 from sessions_app.models import (
     AGENT_ID_MAX_LENGTH,
+    CONVERSATION_KEYS,
     EVENT_NAME_MAX_LENGTH,
     EXTERNAL_KEY_MAX_LENGTH,
     MESSAGE_INSERT_COLUMNS,
@@ -1469,13 +1470,7 @@ class ImportSink:
         if not self.dry_run and self._messages_written >= ANALYZE_AFTER_MESSAGES:
             keys_analyze(
                 using=self._db.alias,
-                of={
-                    Message: ("tenant", "session"),
-                    Session: ("tenant", "end_user"),
-                    EndUser: ("tenant",),
-                    Fact: ("tenant", "end_user"),
-                    ImportedRecord: ("tenant",),
-                },
+                of={**CONVERSATION_KEYS, Fact: ("tenant", "end_user"), ImportedRecord: ("tenant",)},
             )
         return self.report
 
