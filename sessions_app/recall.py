@@ -19,9 +19,9 @@ import contextlib
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Any, Literal, NamedTuple, cast
 
 from django.conf import settings
@@ -687,12 +687,14 @@ def message_recall(
     if index is None or len(index) == 0:
         rank_empty_check(query)
         return RecallResult(mode="lexical" if mode == "hybrid" else mode, hits=[])
-    query_vector = None
+    query_vector: Callable[[], Any] | None = None
     dense_scores = None
     database_embedder = _database_embedder() if mode != "lexical" else None
-    if database_embedder is None:
-        query_vector = _query_vector(query=query, index=index, mode=mode)
-    else:
+    if database_embedder is None and mode != "lexical":
+        # Waited for inside rank, once its lexical part is done: a vector embedded ahead
+        # (embed_query_ahead) is still being computed on another thread meanwhile.
+        query_vector = cache(partial(_query_vector, query=query, index=index, mode=mode))
+    elif database_embedder is not None:
         rank_empty_check(query)  # before a round trip for nothing
         dense_scores = _nearest_in_database(
             embedder=database_embedder,
@@ -707,11 +709,9 @@ def message_recall(
             until=until,
             exclude_ids=exclude_ids,
         )
-    has_dense = query_vector is not None or dense_scores is not None
-    if mode == "semantic" and not has_dense:
+    if mode == "semantic" and query_vector is None and dense_scores is None:
         rank_empty_check(query)
         return RecallResult(mode="semantic", hits=[])
-    ran: Mode = mode if (mode != "hybrid" or has_dense) else "lexical"
     filtered = session_id is not None or role is not None or bool(exclude_ids)
     excluded = set(exclude_ids)
     if fields is not None:
@@ -726,7 +726,7 @@ def message_recall(
             index,
             query,
             top_k=fetch,
-            mode=ran,
+            mode=mode,
             query_vector=query_vector,
             dense_scores=dense_scores,
             speaker=speaker,
@@ -749,8 +749,12 @@ def message_recall(
             and (role is None or by_id[hit.id].role == role)
         ]
         if len(found) >= top_k or fetch >= len(index) or len(hits) < fetch:
+            # Hybrid without a vector (embeddings failing, no dense score) ran as lexical.
+            has_dense = dense_scores is not None or (
+                query_vector is not None and query_vector() is not None
+            )
             return RecallResult(
-                mode=ran,
+                mode=mode if (mode != "hybrid" or has_dense) else "lexical",
                 hits=found[:top_k],
                 neighbours={n: by_id[n] for ns in around.values() for n in ns if n in by_id},
                 neighbours_of=frozenset(around),

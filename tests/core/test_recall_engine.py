@@ -318,6 +318,56 @@ def test_hybrid_mode_still_finds_messages_without_a_vector_yet() -> None:
     assert not new.signals.semantic
 
 
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+def test_a_query_vector_given_as_a_function_ranks_as_the_vector_does(mode: Mode) -> None:
+    index = RecallIndex.build(conversation(vectors=True))
+    query_vector = _unit([1.0, 0.05, 0.0])
+    asked: list[str] = []
+
+    def later() -> np.ndarray:
+        asked.append("vector")
+        return query_vector
+
+    given = rank(index, "kitten healthy", top_k=4, mode=mode, query_vector=query_vector)
+    waited = rank(index, "kitten healthy", top_k=4, mode=mode, query_vector=later)
+
+    assert given
+    assert waited == given
+    assert asked == ["vector"]  # once
+
+
+def test_a_query_vector_function_is_called_after_the_lexical_scores(monkeypatch) -> None:
+    # The point of a function: a vector embedded on another thread arrives while BM25 runs.
+    index = RecallIndex.build(conversation(vectors=True))
+    order: list[str] = []
+    bm25 = RecallIndex.bm25
+
+    def scored(self: RecallIndex, terms: Sequence[str]) -> np.ndarray:
+        order.append("bm25")
+        return bm25(self, terms)
+
+    def later() -> np.ndarray:
+        order.append("vector")
+        return _unit([1.0, 0.0, 0.0])
+
+    monkeypatch.setattr(RecallIndex, "bm25", scored)
+    rank(index, "kitten healthy", top_k=4, query_vector=later)
+
+    assert order == ["bm25", "vector"]
+
+
+def test_a_query_vector_function_that_gives_none_leaves_hybrid_lexical_semantic_empty() -> None:
+    index = RecallIndex.build(conversation(vectors=True))
+
+    hybrid = rank(index, "kitten healthy", top_k=4, query_vector=lambda: None)
+    lexical = rank(index, "kitten healthy", top_k=4, mode="lexical", weights=L5)
+
+    assert hybrid == lexical
+    assert rank(index, "kitten healthy", top_k=4, mode="semantic", query_vector=lambda: None) == []
+    # Never called in lexical mode.
+    rank(index, "kitten", top_k=4, mode="lexical", query_vector=lambda: pytest.fail("called"))
+
+
 def test_a_query_vector_of_the_wrong_size_is_refused() -> None:
     index = RecallIndex.build(conversation(vectors=True))
     with pytest.raises(ValueError, match="dimensions"):

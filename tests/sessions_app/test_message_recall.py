@@ -104,6 +104,25 @@ def test_a_turn_without_its_vector_yet_is_still_found_by_its_words(owner, tenant
     assert hybrid["results"][0]["signals"]["semantic"] is False
 
 
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+def test_a_query_that_cannot_be_embedded_degrades_to_words_and_says_so(owner, monkeypatch, mode):
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)  # embedded: the person has vectors
+    embeddings.clear_query_cache()
+
+    def endpoint_down(text: str, **kwargs: object) -> object:
+        raise embeddings.EmbeddingTransientError("the endpoint is down")
+
+    monkeypatch.setattr(recall, "embed_query_cached", endpoint_down)
+    found = search(owner, q="golden retriever", user_id="ana", mode=mode)
+
+    if mode == "hybrid":
+        assert found["mode"] == "lexical"
+        assert contents(found)[0] == PUPPY
+        assert found["results"][0]["signals"]["semantic"] is False
+    else:
+        assert found == {"mode": "semantic", "results": []}
+
+
 def test_an_append_is_searchable_at_once_through_a_warm_cache(owner):
     session_id = chat(owner, user_id="ana", key="ana:1", turns=TURNS)
     assert search(owner, q="trombone", user_id="ana", mode="lexical")["results"] == []

@@ -8,7 +8,7 @@ LoCoMo conversations 0-4 and held on 5-9, so change them only with a benchmark o
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Literal
@@ -86,13 +86,16 @@ class Hit:
     row: int = -1
 
 
+QueryVector = npt.NDArray[np.float32] | Callable[[], npt.NDArray[np.float32] | None]
+
+
 def rank(
     index: RecallIndex,
     query: str,
     *,
     top_k: int,
     mode: Mode = "hybrid",
-    query_vector: npt.NDArray[np.float32] | None = None,
+    query_vector: QueryVector | None = None,
     dense_scores: Mapping[Hashable, float] | None = None,
     weights: Weights | None = None,
     speaker: str | None = None,
@@ -107,6 +110,11 @@ def rank(
     - "lexical": BM25 and the priors only; `query_vector` is ignored.
     - "semantic": cosine alone, no priors, over messages that have a vector; needs
       `query_vector` (or `dense_scores`).
+
+    `query_vector` may be a function returning the vector (or None: as if none was given). It
+    is called at most once, after the lexical scores and the query's priors are computed: a
+    vector still being embedded on another thread arrives meanwhile. In "semantic" mode a
+    function that returns None gives no hits.
 
     `dense_scores` replaces `query_vector` times the index's vectors when the cosines were
     computed elsewhere (pgvector returns a person's nearest messages): the cosine of each
@@ -146,18 +154,9 @@ def rank(
         return []
 
     allowed = _in_range(index, since=since, until=until)
-    # `dense` marks the messages that have a cosine: those with a vector in the index, or those
-    # the caller scored.
-    cosine: npt.NDArray[np.float32] | None = None
-    dense = index.vector_mask
-    if mode != "lexical":
-        if dense_scores is not None:
-            cosine, dense = _given_cosine(index, dense_scores)
-        else:
-            cosine = _cosine(index, query_vector)
-
     if mode == "semantic":
-        if cosine is None:  # a query vector, but no message has a vector to compare it with
+        cosine, dense = _dense_part(index, query_vector=query_vector, dense_scores=dense_scores)
+        if cosine is None:  # no vector, or no message has a vector to compare it with
             return []
         no_signal = np.zeros(count, dtype=np.bool_)
         return _top(
@@ -173,16 +172,30 @@ def rank(
             when=no_signal,
         )
 
-    use_dense = cosine is not None and bool(dense.any())
-    if weights is None:
-        weights = H5 if use_dense else L5
-    alpha = weights.dense if use_dense else 0.0
-
+    # Everything that does not need the query's vector first (see `query_vector`).
     bm25 = index.bm25(terms)
     matched = bm25 > 0
     # In place on arrays made here (the same arithmetic, value for value, as building new
     # ones): at 100,000 messages every pass over a float64 array costs ~0.05 ms.
     fused = _minmax_where(bm25.astype(np.float64), matched)
+    named = _named_speaker(index, query=query, speaker=speaker)
+    named_rows = _speaker_rows(index, named) if named is not None else None
+    targets = parse_query_dates(query)
+    boost = _date_boost(index, targets) if targets else None
+    asks_when = starts_with_when(query)
+
+    # `dense` marks the messages that have a cosine: those with a vector in the index, or those
+    # the caller scored.
+    cosine, dense = (
+        (None, index.vector_mask)
+        if mode == "lexical"
+        else _dense_part(index, query_vector=query_vector, dense_scores=dense_scores)
+    )
+    use_dense = cosine is not None and bool(dense.any())
+    if weights is None:
+        weights = H5 if use_dense else L5
+    alpha = weights.dense if use_dense else 0.0
+
     if alpha:
         fused *= 1.0 - alpha
     if use_dense:
@@ -210,23 +223,20 @@ def rank(
         fused += neighbour
 
     speaker_hit = np.zeros(count, dtype=np.bool_)
-    named = _named_speaker(index, query=query, speaker=speaker)
-    if named is not None and weights.speaker:
-        speaker_hit = _speaker_rows(index, named)
+    if named_rows is not None and weights.speaker:
+        speaker_hit = named_rows
         fused += weights.speaker * np.where(speaker_hit, 0.5, -0.5)
 
     if weights.length:
         fused += weights.length * index.length_prior
 
     date_hit = np.zeros(count, dtype=np.bool_)
-    targets = parse_query_dates(query)
-    if targets and weights.date:
-        boost = _date_boost(index, targets)
+    if boost is not None and weights.date:
         date_hit = boost > 0
         fused += weights.date * boost
 
     when_hit = np.zeros(count, dtype=np.bool_)
-    if weights.when and starts_with_when(query):
+    if weights.when and asks_when:
         when_hit = index.has_time
         fused += weights.when * when_hit
 
@@ -243,6 +253,20 @@ def rank(
         date=date_hit,
         when=when_hit,
     )
+
+
+def _dense_part(
+    index: RecallIndex,
+    *,
+    query_vector: QueryVector | None,
+    dense_scores: Mapping[Hashable, float] | None,
+) -> tuple[npt.NDArray[np.float32] | None, npt.NDArray[np.bool_]]:
+    """The cosines (None without a vector, or when no message has one) and the mask of the
+    messages that have one."""
+    if dense_scores is not None:
+        return _given_cosine(index, dense_scores)
+    vector = query_vector() if callable(query_vector) else query_vector
+    return _cosine(index, vector), index.vector_mask
 
 
 def _minmax_where(
