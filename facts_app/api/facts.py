@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -33,7 +33,7 @@ from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ApiKeyScope
 from memoryhub.accounts.permissions import InsufficientScope
 from memoryhub.accounts.redaction import rows_redacted, search_redactor
 from memoryhub.accounts.services import end_user_get_or_create
-from memoryhub.core.fields import StrictCharField, StrictUUIDField, plain_integer, plain_text
+from memoryhub.core.fields import StrictCharField, StrictUUIDField, plain_search
 from memoryhub.core.limits import validate_json_value, validate_text_size
 from memoryhub.core.recall import Mode
 from memoryhub.core.search import EmptySearchQuery
@@ -283,11 +283,6 @@ class FactSearchQuerySerializer(FactFilterQuerySerializer):
         return attrs
 
 
-# The search's query string the way nearly every call sends it (q, user_id, top_k, mode), read
-# without the serializer (which cost ~0.5 ms a search): each value one the serializer takes as
-# it is. Anything else (another parameter, a value out of range or of another shape, text it
-# refuses) goes to the serializer, so what it accepts, and every 400 it answers, stays its own.
-_PLAIN_SEARCH_PARAMETERS = frozenset({"q", "user_id", "top_k", "mode"})
 _SEARCH_QUERY_MAX_LENGTH = 1000
 
 
@@ -295,29 +290,16 @@ def _plain_search_query(
     params: Mapping[str, str],
 ) -> tuple[str, int, Mode, FactFilters] | None:
     """FactSearchQuerySerializer's q, top_k, mode and filters for a query string it would take
-    as it is, else None. A repeated parameter counts by its last value, as for the serializer."""
-    if not _PLAIN_SEARCH_PARAMETERS.issuperset(params):
+    as it is (memoryhub.core.fields.plain_search), else None: the serializer decides, so what
+    it accepts, and every 400 it answers, stays its own."""
+    plain = plain_search(
+        params,
+        query_max_length=_SEARCH_QUERY_MAX_LENGTH,
+        user_id_max_length=END_USER_ID_MAX_LENGTH,
+    )
+    if plain is None:
         return None
-    text = plain_text(params.get("q", ""), max_length=_SEARCH_QUERY_MAX_LENGTH, allow_blank=False)
-    if text is None:
-        return None
-    user_id: str | None = None
-    if "user_id" in params:
-        user_id = plain_text(
-            params.get("user_id", ""), max_length=END_USER_ID_MAX_LENGTH, allow_blank=False
-        )
-        if user_id is None:
-            return None
-    top_k = 10
-    if "top_k" in params:
-        given = plain_integer(params.get("top_k", ""), low=1, high=100)
-        if given is None:
-            return None
-        top_k = given
-    mode = params.get("mode", "hybrid")
-    if mode not in MODES or (mode == "semantic" and user_id is None):
-        return None
-    return text, top_k, cast(Mode, mode), FactFilters(user_id=user_id)
+    return plain.query, plain.top_k, plain.mode, FactFilters(user_id=plain.user_id)
 
 
 class FactPagination(LimitCursorPagination):

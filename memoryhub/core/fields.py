@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple, cast, get_args
 
 from rest_framework import serializers
+
+from memoryhub.core.recall import Mode
 
 
 class StrictCharField(serializers.CharField):
@@ -53,3 +56,47 @@ def plain_integer(value: str, *, low: int, high: int) -> int | None:
         return None
     number = int(value)
     return number if low <= number <= high else None
+
+
+class PlainSearch(NamedTuple):
+    query: str
+    user_id: str | None
+    top_k: int
+    mode: Mode
+
+
+# A person's search (of messages, of facts) the way nearly every call sends it: these four
+# parameters, no other. Their serializers cost ~0.5-0.8 ms a search.
+_PLAIN_SEARCH_PARAMETERS = frozenset({"q", "user_id", "top_k", "mode"})
+_MODES = frozenset(get_args(Mode))
+
+
+def plain_search(
+    params: Mapping[str, str], *, query_max_length: int, user_id_max_length: int
+) -> PlainSearch | None:
+    """q, user_id, top_k (1-100, default 10) and mode (default hybrid) of a search's query
+    string whose serializer would take each value as it is, else None (another parameter, a
+    value out of range or of another shape, text it refuses, semantic without a person). A
+    repeated parameter counts by its last value, as for the serializer."""
+    if not _PLAIN_SEARCH_PARAMETERS.issuperset(params):
+        return None
+    query = plain_text(params.get("q", ""), max_length=query_max_length, allow_blank=False)
+    if query is None:
+        return None
+    user_id: str | None = None
+    if "user_id" in params:
+        user_id = plain_text(
+            params.get("user_id", ""), max_length=user_id_max_length, allow_blank=False
+        )
+        if user_id is None:
+            return None
+    top_k = 10
+    if "top_k" in params:
+        given = plain_integer(params.get("top_k", ""), low=1, high=100)
+        if given is None:
+            return None
+        top_k = given
+    mode = params.get("mode", "hybrid")
+    if mode not in _MODES or (mode == "semantic" and user_id is None):
+        return None
+    return PlainSearch(query=query, user_id=user_id, top_k=top_k, mode=cast(Mode, mode))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -37,7 +38,7 @@ from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH
 from memoryhub.accounts.redaction import rows_redacted, search_redactor
 from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.core.errors import ResourceNotFound
-from memoryhub.core.fields import StrictCharField
+from memoryhub.core.fields import StrictCharField, plain_search
 from memoryhub.core.limits import limit
 from memoryhub.core.search import EmptySearchQuery
 from sessions_app import recall, selectors, services
@@ -434,8 +435,14 @@ class SessionStateKeyView(TenantScopedAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+_SEARCH_QUERY_MAX_LENGTH = 1000
+
+
 class MessageSearchQuerySerializer(serializers.Serializer[Any]):
-    q = StrictCharField(max_length=1000, help_text="Natural language; any of its words may match.")
+    q = StrictCharField(
+        max_length=_SEARCH_QUERY_MAX_LENGTH,
+        help_text="Natural language; any of its words may match.",
+    )
     user_id = StrictCharField(required=False, max_length=END_USER_ID_MAX_LENGTH)
     session_id = serializers.UUIDField(required=False)
     role = serializers.ChoiceField(choices=MessageRole.choices, required=False)
@@ -457,6 +464,25 @@ class MessageSearchQuerySerializer(serializers.Serializer[Any]):
     )
     since = serializers.DateTimeField(required=False, help_text="Only messages at or after.")
     until = serializers.DateTimeField(required=False, help_text="Only messages at or before.")
+
+
+def message_search_query_validated(params: Mapping[str, str]) -> dict[str, Any]:
+    """The search's query string, validated as MessageSearchQuerySerializer validates it (its
+    ValidationError, hence the same 400, for what it refuses). The usual one (q, user_id,
+    top_k, mode) is read without the serializer: memoryhub.core.fields.plain_search."""
+    plain = plain_search(
+        params,
+        query_max_length=_SEARCH_QUERY_MAX_LENGTH,
+        user_id_max_length=END_USER_ID_MAX_LENGTH,
+    )
+    if plain is not None:
+        validated: dict[str, Any] = {"q": plain.query, "top_k": plain.top_k, "mode": plain.mode}
+        if plain.user_id is not None:
+            validated["user_id"] = plain.user_id
+        return validated
+    serializer = MessageSearchQuerySerializer(data=params)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
 
 
 class MessageSearchSignalsSerializer(serializers.Serializer[Any]):
@@ -494,9 +520,7 @@ class MessageSearchView(TenantScopedAPIView):
         responses=MessageSearchResultSerializer,
     )
     def get(self, request: Request) -> Response:
-        query = MessageSearchQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        params = dict(query.validated_data)
+        params = message_search_query_validated(request.query_params)
         try:
             found = recall.messages_search(
                 tenant=self.tenant,

@@ -1,6 +1,11 @@
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+from rest_framework.exceptions import ValidationError
 
 from sessions_app import services
+from sessions_app.api.views import MessageSearchQuerySerializer, message_search_query_validated
 from sessions_app.services import MessageInput
 from tests.helpers import error_fields
 
@@ -66,3 +71,66 @@ def test_an_outsider_finds_nothing_and_gets_404_for_our_ids(outsider_api, conver
     assert outsider_api.get(SEARCH, {"q": "hiking", "user_id": "sachi"}).status_code == 404
     session_id = str(conversations["first"].pk)
     assert outsider_api.get(SEARCH, {"q": "hiking", "session_id": session_id}).status_code == 404
+
+
+# --- the query string read without the serializer (the usual search's) -----------------------
+
+PARAMETER_VALUES = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["hybrid", "lexical", "semantic", "10", "1", "100", "0", "010", " 5", "5.0"]),
+    st.sampled_from([" green tea ", "sachi", "tui:bob", "x" * 1001, "a\x00b", "\ud800", "-1"]),
+)
+
+
+@hypothesis_settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    params=st.dictionaries(
+        st.sampled_from(["q", "user_id", "top_k", "mode", "role", "speaker"]),
+        PARAMETER_VALUES,
+        max_size=5,
+    )
+)
+def test_the_query_string_reads_as_the_serializer_reads_it(params):
+    """The same values, or the same 400, with or without the plain reading."""
+    serializer = MessageSearchQuerySerializer(data=params)
+    if serializer.is_valid():
+        assert message_search_query_validated(params) == dict(serializer.validated_data)
+    else:
+        with pytest.raises(ValidationError) as refused:
+            message_search_query_validated(params)
+        assert refused.value.detail == serializer.errors
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"q": "green tea", "user_id": "sachi"},
+        {"q": "  green tea ", "user_id": " sachi ", "top_k": "010", "mode": "lexical"},
+        {"q": "tea", "mode": "hybrid"},
+        {"q": "tea", "user_id": "sachi", "mode": "semantic", "top_k": "100"},
+    ],
+)
+def test_the_usual_query_strings_skip_the_serializer(params, monkeypatch):
+    def refused(*args, **kwargs):
+        raise AssertionError("the serializer was built")
+
+    monkeypatch.setattr(MessageSearchQuerySerializer, "__init__", refused)
+
+    validated = message_search_query_validated(params)
+
+    assert validated["q"] == params["q"].strip()
+
+
+def test_a_search_by_the_plain_reading_answers_as_before(api, conversations):
+    plain = api.get(SEARCH, {"q": " hiking ", "user_id": "sachi", "top_k": "1", "mode": "lexical"})
+    # speaker sends the same search through the serializer.
+    full = api.get(
+        SEARCH,
+        {"q": " hiking ", "user_id": "sachi", "top_k": "1", "mode": "lexical", "speaker": "user"},
+    )
+
+    assert plain.status_code == full.status_code == 200
+    assert [hit["message"]["content"] for hit in plain.json()["results"]] == [
+        "Can you recommend a hiking trail near Munich?"
+    ]
+    assert plain.json()["results"][0]["message"] == full.json()["results"][0]["message"]
