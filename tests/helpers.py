@@ -44,3 +44,20 @@ def sessions_with_messages(tenant: Any, *, sessions: int, messages: int) -> list
             [tenant.pk, [session.pk for session in made], messages],
         )
     return made
+
+
+def search_query_strings(*, person: str, others: tuple[str, ...]) -> Any:
+    """A hypothesis strategy of a search's query strings: the four usual parameters and
+    `others`, each with text, numbers in and out of range, the modes, padded and oversized
+    text, a NUL, a lone surrogate and `person`'s id (the plain readings' parity tests)."""
+    from hypothesis import strategies as st
+
+    values = st.one_of(
+        st.text(max_size=12),
+        st.sampled_from(
+            ["hybrid", "lexical", "semantic", "10", "1", "100", "0", "010", " 5", "5.0"]
+        ),
+        st.sampled_from([" green tea ", person, "tui:bob", "x" * 1001, "a\x00b", "\ud800", "-1"]),
+    )
+    names = st.sampled_from(["q", "user_id", "top_k", "mode", *others])
+    return st.dictionaries(names, values, max_size=5)

@@ -11,7 +11,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from facts_app.api.facts import FactSearchQuerySerializer, _plain_search_query
 from facts_app.models import Fact
@@ -26,7 +25,7 @@ from memoryhub.accounts.selectors import end_user_get_for_tenant
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.errors import ResourceNotFound
 from memoryhub.core.search import EmptySearchQuery
-from tests.helpers import error_code
+from tests.helpers import error_code, search_query_strings
 
 SEARCH = "/api/v1/facts/search/"
 ANA = "whatsapp:+4912345"
@@ -247,21 +246,8 @@ class TestApi:
         assert response.status_code == 400
 
 
-PARAMETER_VALUES = st.one_of(
-    st.text(max_size=12),
-    st.sampled_from(["hybrid", "lexical", "semantic", "10", "1", "100", "0", "010", " 5", "5.0"]),
-    st.sampled_from([" green tea ", ANA, "tui:bob", "x" * 1001, "a\x00b", "\ud800", "-1"]),
-)
-
-
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    params=st.dictionaries(
-        st.sampled_from(["q", "user_id", "top_k", "mode", "tag", "valid_at"]),
-        PARAMETER_VALUES,
-        max_size=5,
-    )
-)
+@given(params=search_query_strings(person=ANA, others=("tag", "valid_at")))
 def test_a_plain_query_string_reads_as_the_serializer_reads_it(params):
     """Whatever the plain reading takes, the serializer takes too, with the same values; what
     it does not take goes to the serializer."""

@@ -1,13 +1,12 @@
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
-from hypothesis import strategies as st
 from rest_framework.exceptions import ValidationError
 
 from sessions_app import services
 from sessions_app.api.views import MessageSearchQuerySerializer, message_search_query_validated
 from sessions_app.services import MessageInput
-from tests.helpers import error_fields
+from tests.helpers import error_fields, search_query_strings
 
 SEARCH = "/api/v1/messages/search/"
 
@@ -75,21 +74,9 @@ def test_an_outsider_finds_nothing_and_gets_404_for_our_ids(outsider_api, conver
 
 # --- the query string read without the serializer (the usual search's) -----------------------
 
-PARAMETER_VALUES = st.one_of(
-    st.text(max_size=12),
-    st.sampled_from(["hybrid", "lexical", "semantic", "10", "1", "100", "0", "010", " 5", "5.0"]),
-    st.sampled_from([" green tea ", "sachi", "tui:bob", "x" * 1001, "a\x00b", "\ud800", "-1"]),
-)
-
 
 @hypothesis_settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    params=st.dictionaries(
-        st.sampled_from(["q", "user_id", "top_k", "mode", "role", "speaker"]),
-        PARAMETER_VALUES,
-        max_size=5,
-    )
-)
+@given(params=search_query_strings(person="sachi", others=("role", "speaker")))
 def test_the_query_string_reads_as_the_serializer_reads_it(params):
     """The same values, or the same 400, with or without the plain reading."""
     serializer = MessageSearchQuerySerializer(data=params)
