@@ -252,6 +252,20 @@ def memory_disabled_anywhere(*, tenant_id: int) -> bool:
     )
 
 
+def relevant_history_anywhere(*, tenant_id: int) -> bool:
+    """Whether some agent of the tenant gets relevant history in its context (memory on, recall
+    on, a history share): a context call may then embed its query before it has read its
+    session, hence its agent."""
+    rows = _tenant_policies(tenant_id=tenant_id)
+    policies = list(rows.values())
+    if "" not in rows:  # agents without a policy of their own follow the defaults
+        policies.append(MemoryPolicy(tenant_id=tenant_id, agent_id=""))
+    return any(
+        policy.memory_enabled and policy.recall_enabled and policy.context_history_tokens > 0
+        for policy in policies
+    )
+
+
 def idempotency_records_before(
     *, tenant: Tenant, cutoff: dt.datetime
 ) -> QuerySet[IdempotencyRecord]:

@@ -10,11 +10,12 @@ from django.utils import timezone
 
 from memoryhub.accounts.models import MemoryPolicy, Tenant
 from memoryhub.accounts.redaction import recall_redactor
-from memoryhub.accounts.selectors import memory_policy_for
+from memoryhub.accounts.selectors import memory_policy_for, relevant_history_anywhere
 from memoryhub.context import AssembledContext, Budget, ContextInputs, assemble_context
 from memoryhub.context.gather import context_inputs_for_session
 from memoryhub.context.redacted import inputs_redacted
 from memoryhub.core.tokens import count_tokens_cached
+from memoryhub.llm.embeddings import embed_query_ahead
 from sessions_app import selectors
 
 
@@ -40,6 +41,11 @@ def session_context_for_tenant(
     from Budget: the policy has no say in them yet, and no share of their own by default).
     ResourceNotFound for another tenant's session. With the agent's memory off the context is
     empty, not an error (seed 004)."""
+    if query and relevant_history_anywhere(tenant_id=tenant.pk):
+        # The relevant history's query vector, the longest wait of a context call, started
+        # before the session is read (the gather would start it after): its person and agent
+        # are not known yet, so for a session without either the vector is only cached.
+        embed_query_ahead(query)
     # The session and its current summary in one query (the gather needs both).
     found = selectors.session_get_for_context(tenant=tenant, session_id=session_id)
     policy = memory_policy_for(tenant=tenant, agent_id=found.agent_id)

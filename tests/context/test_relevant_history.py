@@ -759,3 +759,63 @@ def test_a_search_over_the_bound_needs_a_session_and_then_uses_the_database(
     )
     assert found.status_code == 200
     assert LUNA in [hit["message"]["content"] for hit in found.json()["results"]]
+
+
+# -- the query's vector, started before the session is read ---------------------------------------
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """What the context call does, in order: embedding started ahead, the session read."""
+    from memoryhub.context import gather, session_context
+    from sessions_app import selectors
+
+    calls: list[str] = []
+    read = selectors.session_get_for_context
+
+    def reading(**kwargs):
+        calls.append("session read")
+        return read(**kwargs)
+
+    def ahead(text: str) -> None:
+        calls.append(f"ahead: {text}")
+
+    monkeypatch.setattr(selectors, "session_get_for_context", reading)
+    monkeypatch.setattr(session_context, "embed_query_ahead", ahead)
+    monkeypatch.setattr(gather, "embed_query_ahead", ahead)
+    return calls
+
+
+def test_the_query_is_embedded_ahead_before_the_session_is_read(api, new_session, started):
+    body = api.get(context_url(new_session), {"query": "kitten name"}).json()
+
+    assert history_of(body)["included"]
+    assert started[:2] == ["ahead: kitten name", "session read"]
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [{"recall_enabled": False}, {"memory_enabled": False}, {"context_history_tokens": 0}],
+)
+def test_no_agent_with_relevant_history_embeds_nothing_ahead(
+    api, tenant, new_session, started, policy
+):
+    # The tenant's policy, which every agent without one of its own follows.
+    MemoryPolicy.objects.create(tenant=tenant, agent_id="", **policy)
+
+    api.get(context_url(new_session), {"query": "kitten name"})
+
+    assert started == ["session read"]
+
+
+def test_one_agent_with_relevant_history_is_enough_to_embed_ahead(
+    api, tenant, new_session, started
+):
+    MemoryPolicy.objects.create(tenant=tenant, agent_id="", recall_enabled=False)
+    MemoryPolicy.objects.create(tenant=tenant, agent_id="voice", recall_enabled=True)
+
+    body = api.get(context_url(new_session), {"query": "kitten name"}).json()
+
+    # The session's agent ("chat") follows the tenant's policy: no section, the vector cached.
+    assert history_of(body) is None
+    assert started == ["ahead: kitten name", "session read"]
