@@ -33,7 +33,12 @@ from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ApiKeyScope
 from memoryhub.accounts.permissions import InsufficientScope
 from memoryhub.accounts.redaction import rows_redacted, search_redactor
 from memoryhub.accounts.services import end_user_get_or_create
-from memoryhub.core.fields import StrictCharField, StrictUUIDField, plain_search
+from memoryhub.core.fields import (
+    SEARCH_QUERY_MAX_LENGTH,
+    StrictCharField,
+    StrictUUIDField,
+    plain_search,
+)
 from memoryhub.core.limits import validate_json_value, validate_text_size
 from memoryhub.core.recall import Mode
 from memoryhub.core.search import EmptySearchQuery
@@ -255,7 +260,10 @@ def _query_data(request: Request, *, lists: tuple[str, ...]) -> dict[str, Any]:
 
 
 class FactSearchQuerySerializer(FactFilterQuerySerializer):
-    q = StrictCharField(max_length=1000, help_text="Natural language; any of its words may match.")
+    q = StrictCharField(
+        max_length=SEARCH_QUERY_MAX_LENGTH,
+        help_text="Natural language; any of its words may match.",
+    )
     top_k = serializers.IntegerField(required=False, min_value=1, max_value=100, default=10)
     mode = serializers.ChoiceField(
         choices=MODES,
@@ -283,9 +291,6 @@ class FactSearchQuerySerializer(FactFilterQuerySerializer):
         return attrs
 
 
-_SEARCH_QUERY_MAX_LENGTH = 1000
-
-
 def _plain_search_query(
     params: Mapping[str, str],
 ) -> tuple[str, int, Mode, FactFilters] | None:
@@ -294,7 +299,6 @@ def _plain_search_query(
     it accepts, and every 400 it answers, stays its own."""
     plain = plain_search(
         params,
-        query_max_length=_SEARCH_QUERY_MAX_LENGTH,
         user_id_max_length=END_USER_ID_MAX_LENGTH,
     )
     if plain is None:

@@ -38,7 +38,7 @@ from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH
 from memoryhub.accounts.redaction import rows_redacted, search_redactor
 from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.core.errors import ResourceNotFound
-from memoryhub.core.fields import StrictCharField, plain_search
+from memoryhub.core.fields import SEARCH_QUERY_MAX_LENGTH, StrictCharField, plain_search
 from memoryhub.core.limits import limit
 from memoryhub.core.search import EmptySearchQuery
 from sessions_app import recall, selectors, services
@@ -435,12 +435,9 @@ class SessionStateKeyView(TenantScopedAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-_SEARCH_QUERY_MAX_LENGTH = 1000
-
-
 class MessageSearchQuerySerializer(serializers.Serializer[Any]):
     q = StrictCharField(
-        max_length=_SEARCH_QUERY_MAX_LENGTH,
+        max_length=SEARCH_QUERY_MAX_LENGTH,
         help_text="Natural language; any of its words may match.",
     )
     user_id = StrictCharField(required=False, max_length=END_USER_ID_MAX_LENGTH)
@@ -472,7 +469,6 @@ def message_search_query_validated(params: Mapping[str, str]) -> dict[str, Any]:
     top_k, mode) is read without the serializer: memoryhub.core.fields.plain_search."""
     plain = plain_search(
         params,
-        query_max_length=_SEARCH_QUERY_MAX_LENGTH,
         user_id_max_length=END_USER_ID_MAX_LENGTH,
     )
     if plain is not None:
