@@ -70,10 +70,9 @@ def context_inputs_for_session(
     when something matched, the hit rows and their neighbours (and, when the person's cached
     index is missing or stale beyond new appends, its rebuild); its version token came with the
     session."""
+    # A `query`'s vector for the relevant history was started before the session was read
+    # (session_context_for_tenant); the latest user turn's is started below, once it is known.
     history_wanted = budget.max_history_tokens > 0 and found.end_user_id is not None
-    if query and history_wanted:
-        # The relevant history's query vector, embedded beside the reads below and the facts'.
-        embed_query_ahead(query)
     # The facts are searched for the query, else for the latest user turn the tail brings: with
     # a share for them, almost every call. Their ranking candidates come with the tail, the
     # memories and the notes where they can (one round trip for the four).
