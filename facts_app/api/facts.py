@@ -34,14 +34,13 @@ from memoryhub.accounts.permissions import InsufficientScope
 from memoryhub.accounts.redaction import rows_redacted, search_redactor
 from memoryhub.accounts.services import end_user_get_or_create
 from memoryhub.core.fields import (
-    SEARCH_QUERY_MAX_LENGTH,
     StrictCharField,
     StrictUUIDField,
     plain_search,
 )
 from memoryhub.core.limits import validate_json_value, validate_text_size
 from memoryhub.core.recall import Mode
-from memoryhub.core.search import EmptySearchQuery
+from memoryhub.core.search import MAX_QUERY_CHARS, EmptySearchQuery
 from memoryhub.core.serializers import StrictInputSerializer
 
 TAG_MAX_LENGTH = 64
@@ -261,7 +260,7 @@ def _query_data(request: Request, *, lists: tuple[str, ...]) -> dict[str, Any]:
 
 class FactSearchQuerySerializer(FactFilterQuerySerializer):
     q = StrictCharField(
-        max_length=SEARCH_QUERY_MAX_LENGTH,
+        max_length=MAX_QUERY_CHARS,
         help_text="Natural language; any of its words may match.",
     )
     top_k = serializers.IntegerField(required=False, min_value=1, max_value=100, default=10)

@@ -17,6 +17,7 @@ from memoryhub.context import (
 )
 from memoryhub.context.session_context import session_context_for_tenant
 from memoryhub.core.fields import StrictCharField, plain_integer, plain_text
+from memoryhub.core.search import MAX_QUERY_CHARS
 from sessions_app.api.views import NOT_FOUND, SESSION_ID_PARAMETER
 
 MAX_TOKENS_RANGE = (200, 200_000)
@@ -55,7 +56,7 @@ class ContextQuerySerializer(serializers.Serializer[Any]):
     query = StrictCharField(
         required=False,
         allow_blank=True,
-        max_length=1000,
+        max_length=MAX_QUERY_CHARS,
         help_text=(
             "Picks the relevant facts and earlier turns; without it the latest user message does."
         ),
@@ -75,7 +76,6 @@ _INTEGER_PARAMETERS = {
     "facts_max_tokens": FACTS_MAX_TOKENS_RANGE,
 }
 _FORMATS = frozenset({"markdown", "messages"})
-_QUERY_MAX_LENGTH = 1000
 
 
 def _plain_query(params: Mapping[str, str]) -> dict[str, Any] | None:
@@ -92,7 +92,7 @@ def _plain_query(params: Mapping[str, str]) -> dict[str, Any] | None:
         validated[name] = number
     query = params.get("query")
     if query is not None:
-        text = plain_text(query, max_length=_QUERY_MAX_LENGTH, allow_blank=True)
+        text = plain_text(query, max_length=MAX_QUERY_CHARS, allow_blank=True)
         if text is None:
             return None
         validated["query"] = text

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, cast, get_args
 from rest_framework import serializers
 
 from memoryhub.core.recall import Mode
+from memoryhub.core.search import MAX_QUERY_CHARS
 
 
 class StrictCharField(serializers.CharField):
@@ -65,9 +66,6 @@ class PlainSearch(NamedTuple):
     mode: Mode
 
 
-# The longest query a search (of messages, of facts) takes.
-SEARCH_QUERY_MAX_LENGTH = 1000
-
 # A person's search the way nearly every call sends it: these four parameters, no other. Their
 # serializers cost ~0.5-0.8 ms a search.
 _PLAIN_SEARCH_PARAMETERS = frozenset({"q", "user_id", "top_k", "mode"})
@@ -81,7 +79,7 @@ def plain_search(params: Mapping[str, str], *, user_id_max_length: int) -> Plain
     repeated parameter counts by its last value, as for the serializer."""
     if not _PLAIN_SEARCH_PARAMETERS.issuperset(params):
         return None
-    query = plain_text(params.get("q", ""), max_length=SEARCH_QUERY_MAX_LENGTH, allow_blank=False)
+    query = plain_text(params.get("q", ""), max_length=MAX_QUERY_CHARS, allow_blank=False)
     if query is None:
         return None
     user_id: str | None = None

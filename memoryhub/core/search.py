@@ -22,6 +22,7 @@ from django.db.models import BooleanField, FloatField, Model, QuerySet
 from django.db.models.expressions import RawSQL
 
 MAX_QUERY_TERMS = 32
+# The longest query any search or context call takes (the API, the pages, the MCP tools).
 MAX_QUERY_CHARS = 1000
 _WORD = re.compile(r"[^\W_]+")
 

@@ -69,7 +69,7 @@ from memoryhub.context import render_markdown
 from memoryhub.context.api import MAX_TOKENS_RANGE, ContextQuerySerializer
 from memoryhub.context.session_context import session_context_for_tenant
 from memoryhub.core.errors import InvalidInput, ResourceNotFound
-from memoryhub.core.search import EmptySearchQuery
+from memoryhub.core.search import MAX_QUERY_CHARS, EmptySearchQuery
 from memoryhub.mcp.server import Caller, caller, tool
 from sessions_app import recall, selectors, services
 from sessions_app.api.serializers import (
@@ -315,7 +315,7 @@ def search_memories(
         str,
         Field(
             min_length=1,
-            max_length=1000,
+            max_length=MAX_QUERY_CHARS,
             description="What you want to know, in plain words (e.g. `what tea does she like`).",
         ),
     ],
@@ -631,7 +631,7 @@ def get_context(
     query: Annotated[
         str,
         Field(
-            max_length=1000,
+            max_length=MAX_QUERY_CHARS,
             description="What the next answer is about; without it the latest user message.",
         ),
     ] = "",
@@ -713,7 +713,9 @@ def recall_notes(
     ] = RECALL_DAYS_DEFAULT,
     query: Annotated[
         str,
-        Field(max_length=1000, description="Keep only notes holding any of these words."),
+        Field(
+            max_length=MAX_QUERY_CHARS, description="Keep only notes holding any of these words."
+        ),
     ] = "",
 ) -> dict[str, Any]:
     """A person's long-term document and their recent daily notes, newest day first."""

@@ -38,9 +38,9 @@ from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH
 from memoryhub.accounts.redaction import rows_redacted, search_redactor
 from memoryhub.accounts.selectors import memory_policy_for
 from memoryhub.core.errors import ResourceNotFound
-from memoryhub.core.fields import SEARCH_QUERY_MAX_LENGTH, StrictCharField, plain_search
+from memoryhub.core.fields import StrictCharField, plain_search
 from memoryhub.core.limits import limit
-from memoryhub.core.search import EmptySearchQuery
+from memoryhub.core.search import MAX_QUERY_CHARS, EmptySearchQuery
 from sessions_app import recall, selectors, services
 from sessions_app.api.filters import SessionFilter
 from sessions_app.api.serializers import (
@@ -437,7 +437,7 @@ class SessionStateKeyView(TenantScopedAPIView):
 
 class MessageSearchQuerySerializer(serializers.Serializer[Any]):
     q = StrictCharField(
-        max_length=SEARCH_QUERY_MAX_LENGTH,
+        max_length=MAX_QUERY_CHARS,
         help_text="Natural language; any of its words may match.",
     )
     user_id = StrictCharField(required=False, max_length=END_USER_ID_MAX_LENGTH)
