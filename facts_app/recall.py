@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -30,13 +29,10 @@ from memoryhub.core.recall.analyzer import query_terms
 from memoryhub.core.recall.cache import IndexCache
 from memoryhub.core.search import EmptySearchQuery
 from memoryhub.llm.embeddings import (
-    EmbeddingError,
-    embed_query_cached,
+    embed_query_or_none,
     get_embedder,
     matrix_from_bytes,
 )
-
-logger = logging.getLogger(__name__)
 
 MODES: tuple[Mode, ...] = ("hybrid", "lexical", "semantic")
 
@@ -186,17 +182,6 @@ def index_discard(*, tenant_id: int, end_user_id: int | None, filters_key: Hasha
     index_cache().discard(("facts", tenant_id, end_user_id, _model_name(), filters_key))
 
 
-def _query_vector(*, query: str, index: RecallIndex, mode: Mode) -> Any:
-    if mode == "lexical" or not index.has_vectors:
-        return None
-    try:
-        return embed_query_cached(query)
-    except EmbeddingError:
-        # The query embedder failing (a remote endpoint down) degrades to lexical, not 5xx.
-        logger.warning("fact recall: the query could not be embedded; lexical only", exc_info=True)
-        return None
-
-
 def _matches(hit: Hit) -> bool:
     return hit.signals.lexical or (
         hit.dense_score is not None and hit.dense_score >= SEMANTIC_MIN_COSINE
@@ -235,7 +220,7 @@ def candidates_rank(
         filters_key=filters_key,
         rows=candidates,
     )
-    query_vector = _query_vector(query=query, index=index, mode=mode)
+    query_vector = embed_query_or_none(query) if mode != "lexical" and index.has_vectors else None
     if mode == "semantic" and query_vector is None:
         return FactRecallResult(mode="semantic", hits=[])
     ran: Mode = mode if (mode != "hybrid" or query_vector is not None) else "lexical"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import logging
 import uuid
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,17 +41,14 @@ from memoryhub.core.rows import column_converters, compiled_timestamps, row_conv
 from memoryhub.core.search import EmptySearchQuery
 from memoryhub.llm.embeddings import (
     Embedder,
-    EmbeddingError,
     embed_query_ahead,
-    embed_query_cached,
+    embed_query_or_none,
     get_embedder,
     matrix_from_bytes,
 )
 from sessions_app.models import Message, MessageRole, MessageVector, Session
 from sessions_app.pgvector import nearest_messages, pgvector_serves
 from sessions_app.selectors import MessageRecord, message_search, session_get_for_tenant
-
-logger = logging.getLogger(__name__)
 
 Mode = Literal["hybrid", "lexical", "semantic"]
 MODES: tuple[Mode, ...] = ("hybrid", "lexical", "semantic")
@@ -595,19 +591,8 @@ def _attname(name: str) -> str:
     return _concrete_field(name).attname
 
 
-def _query_vector(*, query: str, index: RecallIndex, mode: Mode) -> Any:
-    if mode == "lexical" or not index.has_vectors:
-        return None
-    return _embed_query(query)
-
-
-def _embed_query(query: str) -> Any:
-    try:
-        return embed_query_cached(query)
-    except EmbeddingError:
-        # The query embedder failing (a remote endpoint down) degrades to lexical, not 5xx.
-        logger.warning("recall: the query could not be embedded; lexical only", exc_info=True)
-        return None
+def _query_vector(*, query: str, index: RecallIndex) -> Any:
+    return embed_query_or_none(query) if index.has_vectors else None
 
 
 def _nearest_in_database(
@@ -626,7 +611,7 @@ def _nearest_in_database(
 ) -> dict[Hashable, float] | None:
     """The cosines of the person's nearest messages, from pgvector; None when the query cannot
     be embedded or the person has no vector yet (hybrid then runs lexical)."""
-    vector = _embed_query(query)
+    vector = embed_query_or_none(query)
     if vector is None:
         return None
     nearest = nearest_messages(
@@ -693,7 +678,7 @@ def message_recall(
     if database_embedder is None and mode != "lexical":
         # Waited for inside rank, once its lexical part is done: a vector embedded ahead
         # (embed_query_ahead) is still being computed on another thread meanwhile.
-        query_vector = cache(partial(_query_vector, query=query, index=index, mode=mode))
+        query_vector = cache(partial(_query_vector, query=query, index=index))
     elif database_embedder is not None:
         rank_empty_check(query)  # before a round trip for nothing
         dense_scores = _nearest_in_database(

@@ -891,5 +891,16 @@ def embed_query_cached(text: str, *, embedder: Embedder | None = None) -> Vector
     return vector
 
 
+def embed_query_or_none(text: str) -> Vector | None:
+    """`embed_query_cached(text)`, or None when the embedder fails: a search then ranks by its
+    words alone (a remote endpoint down degrades it to lexical, not to a 5xx). Embeddings must
+    be on (check `get_embedder()` first)."""
+    try:
+        return embed_query_cached(text)
+    except EmbeddingError:
+        logger.warning("The query could not be embedded; its words alone rank", exc_info=True)
+        return None
+
+
 def clear_query_cache() -> None:
     _query_cache.clear()

@@ -15,6 +15,7 @@ from facts_app.models import Fact, FactVector
 from facts_app.selectors.facts import FactFilters, fact_recall_for_person
 from facts_app.services.facts import fact_create
 from memoryhub.accounts.models import AuditEvent, EndUser
+from memoryhub.llm import embeddings
 from memoryhub.llm.embeddings import clear_query_cache, get_embedder
 from tests.helpers import client_for, error_code, error_fields
 
@@ -115,6 +116,25 @@ def test_a_paraphrase_is_found_by_meaning_not_by_words(owner, facts):
     assert PUPPY not in contents(lexical)
     # Unrelated facts are not padding for the list: meaning alone must come close.
     assert "Her favourite colour is green" not in contents(hybrid)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+def test_a_query_that_cannot_be_embedded_degrades_to_words_and_says_so(
+    owner, facts, monkeypatch, mode
+):
+    assert FactVector.objects.count() == 4  # the person's facts have their vectors
+    clear_query_cache()
+
+    def endpoint_down(text: str, **kwargs: object) -> object:
+        raise embeddings.EmbeddingTransientError("the endpoint is down")
+
+    monkeypatch.setattr(embeddings, "embed_query_cached", endpoint_down)
+    found = search(owner, q="trombone", user_id=USER, mode=mode)
+
+    if mode == "hybrid":
+        assert (found["mode"], contents(found)) == ("lexical", [OTHERS[2]])
+    else:
+        assert found == {"mode": "semantic", "results": []}
 
 
 def test_the_response_keeps_its_keys_and_says_which_mode_ran(owner, facts):

@@ -112,7 +112,7 @@ def test_a_query_that_cannot_be_embedded_degrades_to_words_and_says_so(owner, mo
     def endpoint_down(text: str, **kwargs: object) -> object:
         raise embeddings.EmbeddingTransientError("the endpoint is down")
 
-    monkeypatch.setattr(recall, "embed_query_cached", endpoint_down)
+    monkeypatch.setattr(embeddings, "embed_query_cached", endpoint_down)
     found = search(owner, q="golden retriever", user_id="ana", mode=mode)
 
     if mode == "hybrid":
