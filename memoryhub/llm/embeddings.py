@@ -34,7 +34,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 from django.conf import settings
 
+from memoryhub.core.threads import ProcessThread
 from memoryhub.llm.types import LLMError, LLMPermanentError, LLMTransientError
 
 if TYPE_CHECKING:
@@ -813,8 +814,7 @@ class _QueryEmbeddingsAhead:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, str], Future[Vector]] = {}
-        self._executor: ThreadPoolExecutor | None = None
-        self._pid = 0
+        self._thread = ProcessThread("query-embedding")
 
     def start(self, *, embedder: Embedder, text: str) -> None:
         key = (embedder.model_name, text)
@@ -823,14 +823,7 @@ class _QueryEmbeddingsAhead:
         with self._lock:
             if self._pending:
                 return
-            if self._executor is None or self._pid != os.getpid():
-                # A thread does not survive a fork (gunicorn --preload, Celery's prefork pool):
-                # each process starts its own, on first use.
-                self._executor = ThreadPoolExecutor(
-                    max_workers=1, thread_name_prefix="query-embedding"
-                )
-                self._pid = os.getpid()
-            self._pending[key] = self._executor.submit(self._embed, embedder, key)
+            self._pending[key] = self._thread.executor().submit(self._embed, embedder, key)
 
     def _embed(self, embedder: Embedder, key: tuple[str, str]) -> Vector:
         try:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
-from memoryhub.core.recall import H5, L5, Hit, Mode, RecallDoc, RecallIndex, Weights, rank
+from memoryhub.core.recall import H5, L5, Hit, Mode, RecallDoc, RecallIndex, Weights, hybrid, rank
 from memoryhub.core.recall.analyzer import analyze, query_terms
 from memoryhub.core.recall.dates import DateTarget, has_time_expression, parse_query_dates
 from memoryhub.core.recall.hybrid import _kth_largest
@@ -366,6 +368,56 @@ def test_a_query_vector_function_that_gives_none_leaves_hybrid_lexical_semantic_
     assert rank(index, "kitten healthy", top_k=4, mode="semantic", query_vector=lambda: None) == []
     # Never called in lexical mode.
     rank(index, "kitten", top_k=4, mode="lexical", query_vector=lambda: pytest.fail("called"))
+
+
+def _many_vectors(count: int) -> list[RecallDoc]:
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((count, 16)).astype(np.float32)
+    return [
+        doc(f"m{i}", f"turn {i} about tea" if i % 3 else f"turn {i}", vector=vectors[i].tolist())
+        for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+def test_a_long_index_ranks_the_same_with_its_product_split_across_two_threads(
+    monkeypatch, mode: Mode
+) -> None:
+    index = RecallIndex.build(_many_vectors(hybrid.SPLIT_MIN_ROWS + 1))
+    query_vector = _unit([1.0] + [0.5] * 15)
+    threads: list[str] = []
+    submit = ThreadPoolExecutor.submit
+
+    def watched(self: ThreadPoolExecutor, fn: object, /, *args: object, **kwargs: object) -> object:
+        threads.append(threading.current_thread().name)
+        return submit(self, fn, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ThreadPoolExecutor, "submit", watched)
+    split = rank(index, "tea", top_k=20, mode=mode, query_vector=query_vector)
+    assert len(threads) == 1  # the other half went to the helper thread
+
+    monkeypatch.setattr(hybrid, "SPLIT_MIN_ROWS", len(index) + 1)
+    whole = rank(index, "tea", top_k=20, mode=mode, query_vector=query_vector)
+    assert len(threads) == 1  # not split this time
+
+    assert [hit.id for hit in split] == [hit.id for hit in whole]
+    np.testing.assert_allclose(
+        [hit.score for hit in split], [hit.score for hit in whole], rtol=1e-6
+    )
+
+
+def test_the_product_is_computed_whole_while_the_helper_thread_is_taken(monkeypatch) -> None:
+    matrix = np.random.default_rng(3).standard_normal((hybrid.SPLIT_MIN_ROWS, 8))
+    matrix = matrix.astype(np.float32)
+    vector = np.ones(8, dtype=np.float32)
+    monkeypatch.setattr(
+        hybrid._product_thread, "executor", lambda: pytest.fail("the helper was used")
+    )
+
+    with hybrid._product_thread_free:  # another request's half is on it
+        product = hybrid._matrix_times(matrix, vector)
+
+    np.testing.assert_allclose(product, matrix @ vector, rtol=1e-6)
 
 
 def test_a_query_vector_of_the_wrong_size_is_refused() -> None:
