@@ -33,11 +33,7 @@ from memoryhub.accounts.models import END_USER_ID_MAX_LENGTH, ApiKeyScope
 from memoryhub.accounts.permissions import InsufficientScope
 from memoryhub.accounts.redaction import rows_redacted, search_redactor
 from memoryhub.accounts.services import end_user_get_or_create
-from memoryhub.core.fields import (
-    StrictCharField,
-    StrictUUIDField,
-    plain_search,
-)
+from memoryhub.core.fields import StrictCharField, StrictUUIDField, plain_search
 from memoryhub.core.limits import validate_json_value, validate_text_size
 from memoryhub.core.recall import Mode
 from memoryhub.core.search import MAX_QUERY_CHARS, EmptySearchQuery
@@ -260,8 +256,7 @@ def _query_data(request: Request, *, lists: tuple[str, ...]) -> dict[str, Any]:
 
 class FactSearchQuerySerializer(FactFilterQuerySerializer):
     q = StrictCharField(
-        max_length=MAX_QUERY_CHARS,
-        help_text="Natural language; any of its words may match.",
+        max_length=MAX_QUERY_CHARS, help_text="Natural language; any of its words may match."
     )
     top_k = serializers.IntegerField(required=False, min_value=1, max_value=100, default=10)
     mode = serializers.ChoiceField(
@@ -296,10 +291,7 @@ def _plain_search_query(
     """FactSearchQuerySerializer's q, top_k, mode and filters for a query string it would take
     as it is (memoryhub.core.fields.plain_search), else None: the serializer decides, so what
     it accepts, and every 400 it answers, stays its own."""
-    plain = plain_search(
-        params,
-        user_id_max_length=END_USER_ID_MAX_LENGTH,
-    )
+    plain = plain_search(params, user_id_max_length=END_USER_ID_MAX_LENGTH)
     if plain is None:
         return None
     return plain.query, plain.top_k, plain.mode, FactFilters(user_id=plain.user_id)

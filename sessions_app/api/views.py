@@ -467,10 +467,7 @@ def message_search_query_validated(params: Mapping[str, str]) -> dict[str, Any]:
     """The search's query string, validated as MessageSearchQuerySerializer validates it (its
     ValidationError, hence the same 400, for what it refuses). The usual one (q, user_id,
     top_k, mode) is read without the serializer: memoryhub.core.fields.plain_search."""
-    plain = plain_search(
-        params,
-        user_id_max_length=END_USER_ID_MAX_LENGTH,
-    )
+    plain = plain_search(params, user_id_max_length=END_USER_ID_MAX_LENGTH)
     if plain is not None:
         validated: dict[str, Any] = {"q": plain.query, "top_k": plain.top_k, "mode": plain.mode}
         if plain.user_id is not None:
