@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -417,6 +419,35 @@ def test_the_product_is_computed_whole_while_the_helper_thread_is_taken(monkeypa
         product = hybrid._matrix_times(matrix, vector)
 
     np.testing.assert_allclose(product, matrix @ vector, rtol=1e-6)
+
+
+def test_the_helper_is_let_go_only_after_its_half_when_the_callers_half_fails(monkeypatch) -> None:
+    matrix = np.ones((hybrid.SPLIT_MIN_ROWS, 8), dtype=np.float32)
+    vector = np.ones(8, dtype=np.float32)
+    helper_started = threading.Event()
+    helper_done = threading.Event()
+    matmul = np.matmul
+    caller = threading.get_ident()
+
+    def halves(*args: object, **kwargs: object) -> object:
+        if threading.get_ident() == caller:
+            helper_started.wait(timeout=5)
+            raise MemoryError("the caller's half")
+        helper_started.set()
+        # Still busy when the caller's half has failed: the lock must wait for this.
+        time.sleep(0.2)
+        result = matmul(*args, **kwargs)
+        helper_done.set()
+        return result
+
+    monkeypatch.setattr(hybrid.np, "matmul", halves)
+
+    with pytest.raises(MemoryError):
+        hybrid._matrix_times(matrix, vector)
+
+    assert helper_done.is_set()
+    assert hybrid._product_thread_free.acquire(blocking=False)
+    hybrid._product_thread_free.release()
 
 
 def test_a_query_vector_of_the_wrong_size_is_refused() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from concurrent.futures import wait
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Literal
@@ -340,7 +341,13 @@ def _matrix_times(
         other = _product_thread.executor().submit(
             np.matmul, matrix[half:], vector, out=product[half:]
         )
-        np.matmul(matrix[:half], vector, out=product[:half])
+        try:
+            np.matmul(matrix[:half], vector, out=product[:half])
+        except BaseException:
+            # The helper is let go only once its half is done: the next request's half must
+            # not queue behind this one's.
+            wait([other])
+            raise
         other.result()
         return product
     finally:
