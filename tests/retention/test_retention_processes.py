@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -578,11 +579,7 @@ def test_two_prune_commands_at_once_delete_each_row_once_and_count_honestly(
         for process, (_, err) in zip(processes, outputs, strict=True):
             assert process.returncode == 0, err
         reports = [reported(out, slug=tenant.slug) for out, _ in outputs]
-        summed: dict[str, int] = {}
-        for report in reports:
-            for kind, count in report.items():
-                summed[kind] = summed.get(kind, 0) + count
-        assert summed == expected, reports
+        assert sum(map(Counter, reports), Counter()) == expected, reports
         if all(sum(report.values()) for report in reports):
             break  # both did part of the work
     else:
