@@ -526,11 +526,9 @@ def test_a_neighbour_appended_after_the_index_was_built_is_still_shown(
     # "morning": the best hits are in the verbatim tail, left out; the next ones are shown.
     ["kitten name", "kitchen colour", "nurse sister", "morning kitchen", "big news", "weekend"],
 )
-def test_the_neighbours_read_with_the_hits_are_the_databases(
-    tenant, old_session, new_session, query
-):
+def test_the_hits_and_neighbours_are_the_databases_turns(tenant, old_session, new_session, query):
     from memoryhub.context import gather
-    from sessions_app.selectors import message_neighbours_for_context
+    from sessions_app.selectors import TURN_FIELDS, message_neighbours_for_context
 
     history = gather._relevant_history(
         tenant=tenant,
@@ -544,14 +542,45 @@ def test_the_neighbours_read_with_the_hits_are_the_databases(
     )
 
     assert history
+    # Text, speaker, time and place as stored.
+    for item in history:
+        stored = Message.objects.values(*TURN_FIELDS).get(pk=item.turn.id)
+        assert item.turn == gather._history_turn(stored)
     for item in history[: gather.HISTORY_NEIGHBOUR_HITS]:
         places = [(uuid.UUID(item.turn.session_id), item.turn.seq)]
         expected = sorted(
-            row["id"]
-            for place, row in message_neighbours_for_context(tenant=tenant, places=places).items()
-            if place[0] != new_session.pk  # the verbatim tail's
+            (
+                gather._history_turn(row)
+                for place, row in message_neighbours_for_context(
+                    tenant=tenant, places=places
+                ).items()
+                if place[0] != new_session.pk  # the verbatim tail's
+            ),
+            key=lambda turn: turn.id,
         )
-        assert sorted(n.id for n in item.neighbours) == expected
+        assert sorted(item.neighbours, key=lambda turn: turn.id) == expected
+
+
+def test_turns_deleted_before_the_person_is_told_are_not_shown(api, tenant, new_session):
+    # A retention run deletes in batches and touches the person's recall version once it ends:
+    # meanwhile the cached index still holds the deleted turns, which must not be shown.
+    assert LUNA in api.get(context_url(new_session), {"query": "kitten name"}).json()["content"]
+
+    Message.objects.filter(content__in=[LUNA, "Luna is a lovely name."]).delete()
+
+    content = api.get(context_url(new_session), {"query": "kitten name"}).json()["content"]
+    assert LUNA not in content
+    assert "Luna is a lovely name." not in content
+
+
+def test_a_deleted_sessions_turns_leave_the_history_at_once(api, tenant, old_session, new_session):
+    assert LUNA in api.get(context_url(new_session), {"query": "kitten name"}).json()["content"]
+
+    services.session_delete(session=old_session, actor=Actor.staff("test"))
+
+    body = api.get(context_url(new_session), {"query": "kitten name"}).json()
+    assert LUNA not in body["content"]
+    assert "Luna is a lovely name." not in body["content"]
 
 
 def test_the_session_read_brings_the_persons_recall_token(tenant, old_session, new_session):

@@ -125,6 +125,22 @@ def test_a_paraphrase_finds_its_turn_with_the_dense_side_from_the_database(
     assert PUPPY not in contents(search(owner, q=PARAPHRASE, user_id="ana", mode="lexical"))
 
 
+def test_the_contexts_history_finds_a_paraphrase_with_the_dense_side_from_the_database(
+    owner, tenant
+) -> None:
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    later = chat(owner, user_id="ana", key="ana:2", turns=[("user", "Good morning!")])
+
+    with CaptureQueriesContext(connection) as queries:
+        response = owner.get(f"/api/v1/sessions/{later}/context/", {"query": PARAPHRASE})
+
+    assert response.status_code == 200, response.content
+    history = next(s for s in response.json()["sections"] if s["name"] == "history")
+    assert f"history:{Message.objects.get(content=PUPPY).pk}" in history["included"]
+    assert PUPPY in response.json()["content"]
+    assert any("<=>" in query["sql"] for query in queries.captured_queries)
+
+
 def test_the_database_filters_run_before_the_nearest_are_taken(owner, tenant) -> None:
     session_id = chat(owner, user_id="ana", key="ana:1", turns=TURNS)
     chat(owner, user_id="ana", key="ana:2", turns=[("user", "Our neighbours own two dogs.")])
