@@ -561,7 +561,7 @@ def test_the_hits_and_neighbours_are_the_databases_turns(tenant, old_session, ne
         assert sorted(item.neighbours, key=lambda turn: turn.id) == expected
 
 
-def test_turns_deleted_before_the_person_is_told_are_not_shown(api, tenant, new_session):
+def test_turns_deleted_before_the_person_is_told_are_not_shown(api, new_session):
     # A retention run deletes in batches and touches the person's recall version once it ends:
     # meanwhile the cached index still holds the deleted turns, which must not be shown.
     assert LUNA in api.get(context_url(new_session), {"query": "kitten name"}).json()["content"]
@@ -573,7 +573,7 @@ def test_turns_deleted_before_the_person_is_told_are_not_shown(api, tenant, new_
     assert "Luna is a lovely name." not in content
 
 
-def test_a_deleted_sessions_turns_leave_the_history_at_once(api, tenant, old_session, new_session):
+def test_a_deleted_sessions_turns_leave_the_history_at_once(api, old_session, new_session):
     assert LUNA in api.get(context_url(new_session), {"query": "kitten name"}).json()["content"]
 
     services.session_delete(session=old_session, actor=Actor.staff("test"))

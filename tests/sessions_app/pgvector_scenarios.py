@@ -135,9 +135,10 @@ def test_the_contexts_history_finds_a_paraphrase_with_the_dense_side_from_the_da
         response = owner.get(f"/api/v1/sessions/{later}/context/", {"query": PARAPHRASE})
 
     assert response.status_code == 200, response.content
-    history = next(s for s in response.json()["sections"] if s["name"] == "history")
+    body = response.json()
+    history = next(s for s in body["sections"] if s["name"] == "history")
     assert f"history:{Message.objects.get(content=PUPPY).pk}" in history["included"]
-    assert PUPPY in response.json()["content"]
+    assert PUPPY in body["content"]
     assert any("<=>" in query["sql"] for query in queries.captured_queries)
 
 
