@@ -3,6 +3,7 @@ and an outsider (another tenant) whose every request for the owner's data must b
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,6 +41,37 @@ def pytest_report_header() -> list[str]:
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     broker = "redis" if settings.REDIS_URL else "filesystem"
     return [f"memoryhub: database={engine} broker={broker}"]
+
+
+STRAGGLERS_WAIT_SECONDS = 15.0
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's, and before it drops the test database: wait for the server processes
+    of the real workers, beat and gunicorn the tests started and stopped (a killed client's
+    backend outlives it by a moment), then end any still there. Otherwise the DROP fails with
+    "being accessed by other users": a PytestWarning, and the test database is left behind."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    others = (
+        "SELECT pid FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        deadline = time.monotonic() + STRAGGLERS_WAIT_SECONDS
+        while True:
+            cursor.execute(others)
+            if not cursor.fetchall():
+                break
+            if time.monotonic() > deadline:
+                cursor.execute(f"SELECT pg_terminate_backend(pid) FROM ({others}) AS o")  # noqa: S608
+                break
+            time.sleep(0.1)
+    connection.close()
 
 
 @pytest.fixture(autouse=True)
