@@ -650,7 +650,12 @@ def test_two_cleanup_tasks_at_once_on_two_workers_run_once(
         timeout=WAIT_SECONDS,
         describe=runner.log_tail,
     )
-    [skipped] = skipper.task_ids(RETENTION, "succeeded")
+    # The skipper logged its skip from inside the task: its "succeeded" line comes just after.
+    [skipped] = wait_until(
+        lambda: skipper.task_ids(RETENTION, "succeeded"),
+        timeout=WAIT_SECONDS,
+        describe=skipper.log_tail,
+    )
     [ran] = runner.task_ids(RETENTION, "succeeded")
     assert {skipped, ran} == sent
     assert results(skipper) == [None]
