@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -44,6 +45,14 @@ def pytest_report_header() -> list[str]:
 
 
 STRAGGLERS_WAIT_SECONDS = 15.0
+_OTHER_BACKENDS_SQL = (
+    "SELECT pid FROM pg_stat_activity "
+    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+_OTHER_BACKENDS_END_SQL = (
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
 
 
 @pytest.fixture(scope="session")
@@ -53,25 +62,15 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
     backend outlives it by a moment), then end any still there. Otherwise the DROP fails with
     "being accessed by other users": a PytestWarning, and the test database is left behind."""
     yield
-    from django.db import connection
-
     if connection.vendor != "postgresql":
         return
-    others = (
-        "SELECT pid FROM pg_stat_activity "
-        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-    )
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         deadline = time.monotonic() + STRAGGLERS_WAIT_SECONDS
-        while True:
-            cursor.execute(others)
-            if not cursor.fetchall():
-                break
-            if time.monotonic() > deadline:
-                cursor.execute(f"SELECT pg_terminate_backend(pid) FROM ({others}) AS o")  # noqa: S608
-                break
+        cursor.execute(_OTHER_BACKENDS_SQL)
+        while cursor.fetchall() and time.monotonic() < deadline:
             time.sleep(0.1)
-    connection.close()
+            cursor.execute(_OTHER_BACKENDS_SQL)
+        cursor.execute(_OTHER_BACKENDS_END_SQL)  # none left: ends nothing
 
 
 @pytest.fixture(autouse=True)
