@@ -28,8 +28,9 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-# Stacks inside a request: below the sync or threaded worker's request handling.
-_IN_REQUEST = ("handle_request (", "SyncWorker.handle (", "ThreadWorker.handle (")
+# Stacks inside a request: from the sync or threaded worker's handling of a connection in (py-spy
+# names a frame "Class.method (package/module.py:line)").
+_IN_REQUEST = ("SyncWorker.handle (", "ThreadWorker.handle (")
 
 
 def shares(raw: str) -> tuple[int, Counter[str], Counter[str]]:
@@ -48,7 +49,7 @@ def shares(raw: str) -> tuple[int, Counter[str], Counter[str]]:
         count = int(count_text)
         total += count
         # From the request's frame in: the worker's own frames above it are in every sample.
-        names = frames[start:]  # py-spy names each "function (package/module.py:line)"
+        names = frames[start:]
         for name in dict.fromkeys(names):
             inclusive[name] += count
         own[names[-1]] += count
