@@ -419,8 +419,9 @@ SUMMARY_SWEEP_SECONDS: int = env.int("MEMORYHUB_SUMMARY_SWEEP_SECONDS", default=
 CLEANUP_INTERVAL_SECONDS: int = env.int("MEMORYHUB_CLEANUP_INTERVAL_SECONDS", default=3600)
 MEMORYHUB_IDEMPOTENCY_TTL_HOURS: int = env.int("MEMORYHUB_IDEMPOTENCY_TTL_HOURS", default=24)
 # Between retention's batches of messages, while other clients of the database are busy
-# (PostgreSQL), a pause of this many times the batch's time (0: never); alone, none.
-RETENTION_YIELD_RATIO: float = env.float("MEMORYHUB_RETENTION_YIELD_RATIO", default=4.0)
+# (PostgreSQL), a pause of this many times the batch's time (0: never); alone, none. Why 19:
+# memoryhub.retention.prune.YieldToClients.
+RETENTION_YIELD_RATIO: float = env.float("MEMORYHUB_RETENTION_YIELD_RATIO", default=19.0)
 if (
     CLEANUP_INTERVAL_SECONDS < 10
     or MEMORYHUB_IDEMPOTENCY_TTL_HOURS < 1
