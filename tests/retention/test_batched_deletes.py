@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 from prometheus_client import REGISTRY
 
@@ -214,6 +215,47 @@ def test_with_a_tiny_time_budget_it_takes_many_batches_and_deletes_everything(te
     assert pauses == [pytest.approx(0.25)] * 7
     for session in sessions:
         assert_counters_true(session)
+
+
+_BATCH_SETTINGS = ("enable_sort", "synchronous_commit", "jit")
+
+
+def _settings_now() -> dict[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT " + ", ".join(f"current_setting('{name}')" for name in _BATCH_SETTINGS)
+        )
+        row = cursor.fetchone()
+    return dict(zip(_BATCH_SETTINGS, row, strict=True))
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's planner settings")
+@pytest.mark.django_db
+def test_batches_run_without_sort_wait_for_the_disk_or_jit_and_the_settings_come_back(tenant):
+    # jit: a batch over a million expired messages was priced above jit_above_cost, and its
+    # compile took most of each batch (sessions_app.prune._batch_settings).
+    session = chat(tenant, user="u", texts=[f"m{j}" for j in range(6)])
+    age(session, seq_up_to=6)
+    before = _settings_now()
+    during: list[dict[str, str]] = []
+    pacer = BatchPacer(size=2, min_size=2, clock=FakeClock(0.07))
+    original_run = pacer.run
+
+    def run(batch):
+        def looked(size: int) -> bool:
+            during.append(_settings_now())
+            return batch(size)
+
+        original_run(looked)
+
+    pacer.run = run  # type: ignore[method-assign]
+
+    report = retention.retention_prune_tenant(tenant=tenant, pacer=pacer)
+
+    assert report.counts["messages"] == 6
+    assert len(during) == 4  # three batches of two, and the one that finds nothing
+    assert during == [{"enable_sort": "off", "synchronous_commit": "off", "jit": "off"}] * 4
+    assert _settings_now() == before
 
 
 def run_batches(pacer: BatchPacer, rows: int) -> list[int]:
