@@ -129,12 +129,12 @@ class YieldToClients:
     batch's time 1.03, 1.22, 1.50; four times 1.06 (p50 1.01). Shorter batches while busy
     (20-40 ms, twice their time) gave 1.08 and 1.14 for 15% more database CPU a row, so the
     batches keep BatchPacer's budget. On a faster machine of the kind (appends of 3.5 ms, the
-    bench's cleanup part, alternating runs): four times 1.43, 1.44, 1.53, 1.43; nine times 1.30,
-    1.15, 1.36, 1.44, 1.18, 1.18; nineteen times (the default since) 1.10, 1.12, 1.01. Under
-    saturation every batch takes a core from the appenders, so only a small share of the time
-    spent in batches keeps their tail: with 19 retention deletes at a twentieth of its rate
-    alone while clients are busy (5,500 rows/s there; 19,800,000 an hour). The counts are for
-    the bench and the tests."""
+    bench's cleanup part, alternating runs): four times 1.43, 1.44, 1.53, 1.43, 1.42, 1.89, 1.32;
+    nine times 1.30, 1.15, 1.36, 1.44, 1.18, 1.18; nineteen times (the default since) 1.10, 1.12,
+    1.01, 1.20, 1.08, 1.31. Under saturation every batch takes a core from the appenders, so
+    only a small share of the time spent in batches keeps their tail: with 19 retention deletes
+    at a twentieth of its rate alone while clients are busy (5,500 rows/s there; 19,800,000 an
+    hour). The counts are for the bench and the tests."""
 
     busy: Callable[[], bool]
     sleep: Callable[[float], None] = time.sleep
