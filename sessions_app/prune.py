@@ -347,8 +347,8 @@ def _batch_settings(*, using: str) -> Iterator[None]:
       (a normal commit) flushes them first;
     - jit off: the same misestimate prices a batch's walk over a million expired messages above
       jit_above_cost (211,512 for a batch of 7,000), and compiling the statement's ~160
-      expressions then took 35-47 ms of each 53-90 ms batch (EXPLAIN ANALYZE); a batch is a
-      few milliseconds of work a row set, never long enough to win the compile back.
+      expressions then took 35-47 ms of each 53-91 ms batch (EXPLAIN ANALYZE); a batch's own
+      work is tens of milliseconds, never long enough to win a compile back.
     """
     with connections[using].cursor() as cursor:
         cursor.execute(
