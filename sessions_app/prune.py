@@ -332,6 +332,18 @@ def messages_delete_paced(
     pacer.run(batch)
 
 
+# The settings _batch_settings turns off (literal names, never input): one statement reads them
+# and turns them off, another puts back what it read.
+_BATCH_SETTINGS_OFF = ("enable_sort", "synchronous_commit", "jit")
+_BATCH_SETTINGS_READ_AND_OFF = "SELECT " + ", ".join(
+    [f"current_setting('{name}')" for name in _BATCH_SETTINGS_OFF]
+    + [f"set_config('{name}', 'off', false)" for name in _BATCH_SETTINGS_OFF]
+)
+_BATCH_SETTINGS_BACK = "SELECT " + ", ".join(
+    f"set_config('{name}', %s, false)" for name in _BATCH_SETTINGS_OFF
+)
+
+
 @contextmanager
 def _batch_settings(*, using: str) -> Iterator[None]:
     """The connection's settings while its batches run (put back after them; a rollback of an
@@ -351,14 +363,8 @@ def _batch_settings(*, using: str) -> Iterator[None]:
       work is tens of milliseconds, never long enough to win a compile back.
     """
     with connections[using].cursor() as cursor:
-        cursor.execute(
-            "SELECT current_setting('enable_sort'), current_setting('synchronous_commit'), "
-            "current_setting('jit'), "
-            "set_config('enable_sort', 'off', false), "
-            "set_config('synchronous_commit', 'off', false), "
-            "set_config('jit', 'off', false)"
-        )
-        row = cursor.fetchone()
+        cursor.execute(_BATCH_SETTINGS_READ_AND_OFF)
+        before = list(cursor.fetchone()[: len(_BATCH_SETTINGS_OFF)])
     try:
         yield
     finally:
@@ -366,12 +372,7 @@ def _batch_settings(*, using: str) -> Iterator[None]:
         if connection.connection is not None and not connection.needs_rollback:
             try:
                 with connection.cursor() as cursor:
-                    cursor.execute(
-                        "SELECT set_config('enable_sort', %s, false), "
-                        "set_config('synchronous_commit', %s, false), "
-                        "set_config('jit', %s, false)",
-                        [row[0], row[1], row[2]],
-                    )
+                    cursor.execute(_BATCH_SETTINGS_BACK, before)
             except DatabaseError:
                 # A connection that cannot be put back is not used again with these settings.
                 connection.close()
