@@ -7,6 +7,7 @@ is cut short."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 import pytest
 from django.db import connection
@@ -183,6 +184,20 @@ class TestBatchesKeepEverythingExact:
         assert_counters_true(theirs)
 
 
+def before_each_batch(pacer: BatchPacer, look: Callable[[int], object]) -> None:
+    """Have `pacer` call `look(size)` just before each batch it runs."""
+    original_run = pacer.run
+
+    def run(batch: Callable[[int], bool]) -> None:
+        def looked(size: int) -> bool:
+            look(size)
+            return batch(size)
+
+        original_run(looked)
+
+    pacer.run = run  # type: ignore[method-assign]
+
+
 @pytest.mark.django_db
 def test_with_a_tiny_time_budget_it_takes_many_batches_and_deletes_everything(tenant):
     sessions = [chat(tenant, user=str(i), texts=[f"m{j}" for j in range(5)]) for i in range(4)]
@@ -194,16 +209,7 @@ def test_with_a_tiny_time_budget_it_takes_many_batches_and_deletes_everything(te
     pacer = BatchPacer(
         size=8, min_size=2, pause_ratio=0.25, clock=FakeClock(1.0), sleep=pauses.append
     )
-    original_run = pacer.run
-
-    def run(batch):
-        def sized(size: int) -> bool:
-            sizes.append(size)
-            return batch(size)
-
-        original_run(sized)
-
-    pacer.run = run  # type: ignore[method-assign]
+    before_each_batch(pacer, sizes.append)
 
     report = retention.retention_prune_tenant(tenant=tenant, pacer=pacer)
 
@@ -239,16 +245,7 @@ def test_batches_run_without_sort_wait_for_the_disk_or_jit_and_the_settings_come
     before = _settings_now()
     during: list[dict[str, str]] = []
     pacer = BatchPacer(size=2, min_size=2, clock=FakeClock(0.07))
-    original_run = pacer.run
-
-    def run(batch):
-        def looked(size: int) -> bool:
-            during.append(_settings_now())
-            return batch(size)
-
-        original_run(looked)
-
-    pacer.run = run  # type: ignore[method-assign]
+    before_each_batch(pacer, lambda size: during.append(_settings_now()))
 
     report = retention.retention_prune_tenant(tenant=tenant, pacer=pacer)
 
