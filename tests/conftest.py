@@ -45,14 +45,12 @@ def pytest_report_header() -> list[str]:
 
 
 STRAGGLERS_WAIT_SECONDS = 15.0
-_OTHER_BACKENDS_SQL = (
-    "SELECT pid FROM pg_stat_activity "
-    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+# The test database's other backends: listed while waiting, then ended.
+_OTHER_BACKENDS = (
+    "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
 )
-_OTHER_BACKENDS_END_SQL = (
-    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-)
+_OTHER_BACKENDS_SQL = "SELECT pid " + _OTHER_BACKENDS
+_OTHER_BACKENDS_END_SQL = "SELECT pg_terminate_backend(pid) " + _OTHER_BACKENDS
 
 
 @pytest.fixture(scope="session")
