@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Hashable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import numpy as np
@@ -15,6 +12,7 @@ from memoryhub.core.recall import H5, L5, Hit, Mode, RecallDoc, RecallIndex, Wei
 from memoryhub.core.recall.analyzer import analyze, query_terms
 from memoryhub.core.recall.dates import DateTarget, has_time_expression, parse_query_dates
 from memoryhub.core.recall.hybrid import _kth_largest
+from memoryhub.core.recall.index import quantized
 from memoryhub.core.search import EmptySearchQuery
 
 
@@ -371,83 +369,50 @@ def test_a_query_vector_function_that_gives_none_leaves_hybrid_lexical_semantic_
     rank(index, "kitten", top_k=4, mode="lexical", query_vector=lambda: pytest.fail("called"))
 
 
-def _many_vectors(count: int) -> list[RecallDoc]:
-    rng = np.random.default_rng(7)
-    vectors = rng.standard_normal((count, 16)).astype(np.float32)
-    return [
-        doc(f"m{i}", f"turn {i} about tea" if i % 3 else f"turn {i}", vector=vectors[i].tolist())
-        for i in range(count)
-    ]
+def _unit_rows(count: int, dimensions: int, *, seed: int) -> np.ndarray:
+    rows = np.random.default_rng(seed).standard_normal((count, dimensions)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
-def test_a_long_index_ranks_the_same_with_its_product_split_across_two_threads(
-    monkeypatch, mode: Mode
-) -> None:
-    index = RecallIndex.build(_many_vectors(hybrid.SPLIT_MIN_ROWS + 1))
-    query_vector = _unit([1.0] + [0.5] * 15)
-    submitted: list[object] = []
-    submit = ThreadPoolExecutor.submit
-
-    def watched(self: ThreadPoolExecutor, fn: object, /, *args: object, **kwargs: object) -> object:
-        submitted.append(fn)
-        return submit(self, fn, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ThreadPoolExecutor, "submit", watched)
-    split = rank(index, "tea", top_k=20, mode=mode, query_vector=query_vector)
-    assert submitted == [np.matmul]  # the other half went to the helper thread
-
-    monkeypatch.setattr(hybrid, "SPLIT_MIN_ROWS", len(index) + 1)
-    whole = rank(index, "tea", top_k=20, mode=mode, query_vector=query_vector)
-    assert submitted == [np.matmul]  # not split this time
-
-    assert [hit.id for hit in split] == [hit.id for hit in whole]
-    np.testing.assert_allclose(
-        [hit.score for hit in split], [hit.score for hit in whole], rtol=1e-6
+def test_the_int8_cosines_are_within_the_quantization_error_of_float32s() -> None:
+    # The embedder's shape: 384-dimensional unit vectors. The index keeps int8 codes with a
+    # scale per row; the cosines it computes from them must stay close to float32's.
+    vectors = _unit_rows(5_000, 384, seed=11)
+    index = RecallIndex.build(
+        [doc(f"m{i}", f"turn {i}", vector=vectors[i]) for i in range(len(vectors))]
     )
+    query = _unit_rows(1, 384, seed=12)[0]
+
+    cosine = hybrid._cosine(index, query)
+
+    assert cosine is not None
+    assert index.vectors is not None
+    assert index.vectors.dtype == np.int8
+    exact = vectors @ query
+    assert np.abs(cosine - exact).max() < 0.005
+    # The best match of a near-duplicate of one row is that row.
+    near = _unit(vectors[1234] + 0.05 * query)
+    assert int(np.argmax(hybrid._cosine(index, near))) == 1234
 
 
-def test_the_product_is_computed_whole_while_the_helper_thread_is_taken(monkeypatch) -> None:
-    matrix = np.random.default_rng(3).standard_normal((hybrid.SPLIT_MIN_ROWS, 8))
-    matrix = matrix.astype(np.float32)
-    vector = np.ones(8, dtype=np.float32)
-    monkeypatch.setattr(
-        hybrid._product_thread, "executor", lambda: pytest.fail("the helper was used")
-    )
+def test_quantized_rows_keep_their_own_scale_and_zero_rows_stay_zero() -> None:
+    matrix = np.asarray([[0.5, -0.25, 0.0], [0.0, 0.0, 0.0], [-0.001, 0.002, 0.0005]], np.float32)
 
-    with hybrid._product_thread_free:  # another request's half is on it
-        product = hybrid._matrix_times(matrix, vector)
+    codes, scales = quantized(matrix)
 
-    np.testing.assert_allclose(product, matrix @ vector, rtol=1e-6)
+    assert codes.dtype == np.int8
+    assert codes.tolist() == [[127, -64, 0], [0, 0, 0], [-64, 127, 32]]
+    assert scales.tolist() == pytest.approx([0.5 / 127, 0.0, 0.002 / 127])
+    # Each row back within half a step of its scale.
+    np.testing.assert_allclose(codes * scales[:, None], matrix, atol=float(scales.max()) / 2)
 
 
-def test_the_helper_is_let_go_only_after_its_half_when_the_callers_half_fails(monkeypatch) -> None:
-    matrix = np.ones((hybrid.SPLIT_MIN_ROWS, 8), dtype=np.float32)
-    vector = np.ones(8, dtype=np.float32)
-    helper_started = threading.Event()
-    helper_done = threading.Event()
-    matmul = np.matmul
-    caller = threading.get_ident()
+def test_a_zero_query_vector_and_rows_without_vectors_have_cosine_zero() -> None:
+    docs = [doc("m0", "tea", vector=[1.0, 0.0]), doc("m1", "tea"), doc("m2", "tea", vector=[0, 1])]
+    index = RecallIndex.build(docs)
 
-    def halves(*args: object, **kwargs: object) -> object:
-        if threading.get_ident() == caller:
-            helper_started.wait(timeout=5)
-            raise MemoryError("the caller's half")
-        helper_started.set()
-        # Still busy when the caller's half has failed: the lock must wait for this.
-        time.sleep(0.2)
-        result = matmul(*args, **kwargs)
-        helper_done.set()
-        return result
-
-    monkeypatch.setattr(hybrid.np, "matmul", halves)
-
-    with pytest.raises(MemoryError):
-        hybrid._matrix_times(matrix, vector)
-
-    assert helper_done.is_set()
-    assert hybrid._product_thread_free.acquire(blocking=False)
-    hybrid._product_thread_free.release()
+    assert hybrid._cosine(index, np.zeros(2, np.float32)).tolist() == [0.0, 0.0, 0.0]
+    assert hybrid._cosine(index, _unit([1.0, 0.0])).tolist() == [1.0, 0.0, 0.0]
 
 
 def test_a_query_vector_of_the_wrong_size_is_refused() -> None:
@@ -477,8 +442,11 @@ def test_given_dense_scores_rank_as_the_index_own_vectors_do(mode: Mode) -> None
 
     assert not without.has_vectors
     assert ids(given) == ids(own)
-    assert [hit.score for hit in given] == pytest.approx([hit.score for hit in own])
-    assert [hit.dense_score for hit in given] == pytest.approx([hit.dense_score for hit in own])
+    # The index's cosines are its int8 codes' (quantized), the given ones float32's.
+    assert [hit.score for hit in given] == pytest.approx([hit.score for hit in own], abs=5e-3)
+    assert [hit.dense_score for hit in given] == pytest.approx(
+        [hit.dense_score for hit in own], abs=5e-3
+    )
     assert [hit.signals for hit in given] == [hit.signals for hit in own]
 
 
@@ -682,7 +650,7 @@ def test_the_scores_are_the_fusion_formula_value_for_value(seed: int, with_vecto
     query_vector = rng.standard_normal(8).astype(np.float32) if with_vectors else None
     cosine = None
     if query_vector is not None:
-        cosine = index.vectors @ (query_vector / np.linalg.norm(query_vector))
+        cosine = hybrid._cosine(index, query_vector)  # the index's own (int8) cosines
     for query in ("apple", "violin dentist", "apple pepper river harbour"):
         weights = H5 if with_vectors else L5
         expected = _formula_scores(index, query, weights, cosine)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from memoryhub.core.recall import RecallDoc, RecallIndex, rank
+from memoryhub.core.recall.index import quantized
 from tests.core.test_recall_index_standalone import WORDS, assert_same_index
 
 SPEAKERS = ("Caroline", "Melanie", "caroline ", "", "assistant", "the")
@@ -86,7 +87,9 @@ def test_vectors_for_an_index_that_had_none_yet():
 
     assert index.vectors is not None
     assert index.vector_mask.tolist() == [row == 4 for row in range(20)]
-    assert np.array_equal(index.vectors[4], vector)
+    codes, scales = quantized(vector.reshape(1, -1))
+    assert np.array_equal(index.vectors[4], codes[0])
+    assert index.vector_scales.tolist() == [scales[0] if row == 4 else 0.0 for row in range(20)]
 
 
 def test_the_base_index_is_left_as_it_was():
