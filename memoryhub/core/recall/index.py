@@ -32,6 +32,8 @@ BM25_B = 0.3
 _NO_DAY = -1
 # Postings summed per slice of the vocabulary at build time: bounds the sort's temporary memory.
 _POSTINGS_PER_SLICE = 500_000
+# Vectors quantized per slice at build time, for the same reason.
+_QUANTIZE_ROWS = 4096
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -392,9 +394,12 @@ class RecallIndex:
             # The base's codes as they are: an extension equals a build of all the docs.
             codes[:old] = base.vectors
             scales[:old] = base.vector_scales
-        if rows:
-            codes[rows], scales[rows] = quantized(np.stack(block))
-            mask[rows] = True
+        # In slices: the float32 copy and quantized's temporaries stay a few MB, not several
+        # times the whole matrix.
+        for start in range(0, len(rows), _QUANTIZE_ROWS):
+            part = rows[start : start + _QUANTIZE_ROWS]
+            codes[part], scales[part] = quantized(np.stack(block[start : start + _QUANTIZE_ROWS]))
+        mask[rows] = True
         self.vectors = codes
         self.vector_scales = scales
         self.vector_mask = mask
