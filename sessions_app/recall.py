@@ -106,6 +106,17 @@ def _token_sql(*, by_external_id: bool) -> str:
     session = Session._meta.db_table
     quote = connection.ops.quote_name
     person = "e.external_id" if by_external_id else "e.id"
+    if connection.vendor == "postgresql":
+        # LATERAL (SQLite has none): one aggregate over the person's sessions, without the sort
+        # PostgreSQL put under the GROUP BY. 0.70 -> 0.50 ms at a person of 1,001 sessions
+        # (psql, prepared); every search pays it, and it grows with the sessions.
+        return (
+            "SELECT e.id, e.recall_version, e.vectors_version, a.count, a.seqs "  # noqa: S608
+            f"FROM {quote(enduser)} e CROSS JOIN LATERAL (SELECT COUNT(s.id) AS count, "
+            f"COALESCE(SUM(s.last_seq), 0) AS seqs FROM {quote(session)} s "
+            "WHERE s.end_user_id = e.id AND s.tenant_id = e.tenant_id) a "
+            f"WHERE {person} = %s AND e.tenant_id = %s"
+        )
     return (
         "SELECT e.id, e.recall_version, e.vectors_version, COUNT(s.id), "  # noqa: S608
         f"COALESCE(SUM(s.last_seq), 0) FROM {quote(enduser)} e LEFT JOIN {quote(session)} s "

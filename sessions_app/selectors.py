@@ -106,6 +106,30 @@ FROM "sessions_app_session" AS "session"
 WHERE "tenant_id" = %s AND "id" = %s
 """
 
+# The same row on PostgreSQL, with LATERAL (which SQLite lacks): the person's sessions are read
+# once for both their count and their seqs, not once per scalar subquery, and the summary and
+# the person's row once each. At a person of 1,001 sessions 0.86-0.95 -> 0.62-0.66 ms (psql,
+# prepared); the cost grows with the person's sessions, and every context call pays it.
+_CONTEXT_SESSION_SQL_POSTGRESQL = """
+SELECT "session"."agent_id", "session"."end_user_id", "summary"."text", "summary"."through_seq",
+  "person"."recall_version", "person"."vectors_version", "others"."count", "others"."seqs"
+FROM "sessions_app_session" AS "session"
+LEFT JOIN LATERAL (
+  SELECT "text", "through_seq" FROM "sessions_app_summary"
+  WHERE "tenant_id" = %s AND "session_id" = "session"."id"
+  ORDER BY "through_seq" DESC LIMIT 1
+) AS "summary" ON TRUE
+LEFT JOIN "accounts_enduser" AS "person"
+  ON "person"."id" = "session"."end_user_id" AND "person"."tenant_id" = "session"."tenant_id"
+CROSS JOIN LATERAL (
+  SELECT COUNT(*) AS "count", COALESCE(SUM("other"."last_seq"), 0) AS "seqs"
+  FROM "sessions_app_session" AS "other"
+  WHERE "other"."end_user_id" = "session"."end_user_id"
+  AND "other"."tenant_id" = "session"."tenant_id"
+) AS "others"
+WHERE "session"."tenant_id" = %s AND "session"."id" = %s
+"""
+
 
 @dataclass(frozen=True)
 class SessionForContext:
@@ -133,7 +157,10 @@ def session_get_for_context(*, tenant: Tenant, session_id: str | uuid.UUID) -> S
     # subquery hangs off the one session row found by primary key; planning it was 0.3 of its
     # 0.5 ms, before every context call.
     with statements_prepared(using=connection.alias), connection.cursor() as cursor:
-        cursor.execute(_CONTEXT_SESSION_SQL, [tenant.pk, tenant.pk, tenant.pk, db_pk])
+        if connection.vendor == "postgresql":
+            cursor.execute(_CONTEXT_SESSION_SQL_POSTGRESQL, [tenant.pk, tenant.pk, db_pk])
+        else:
+            cursor.execute(_CONTEXT_SESSION_SQL, [tenant.pk, tenant.pk, tenant.pk, db_pk])
         row = cursor.fetchone()
     if row is None:
         raise ResourceNotFound("No such session.")
