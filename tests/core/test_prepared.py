@@ -189,7 +189,7 @@ def test_the_context_session_read_is_prepared_and_still_scoped(tenant, other_ten
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT generic_plans FROM pg_prepared_statements "
-            "WHERE statement LIKE '%%FROM \"sessions_app_session\" AS \"session\"%%'"
+            'WHERE statement LIKE \'%%FROM "sessions_app_session" AS "session"%%\''
         )
         assert cursor.fetchone()[0] >= 1
 
