@@ -793,8 +793,8 @@ def quantized(
 
     A scale per row, not one for the matrix: a row's largest component maps to ±127, so every
     row keeps its full 8 bits. For 384-dimensional unit vectors a cosine computed from the codes
-    is within ~0.004 of float32's (`make bench-recall` and bench/recall_offline.py: the same
-    evidence recall on LoCoMo, bench/README.md)."""
+    is within ~0.004 of float32's; LoCoMo's evidence recall is the same through the API
+    (`make bench-recall`) and offline (bench/README.md, seventeenth round)."""
     scales = (np.abs(matrix).max(axis=1, initial=0.0) / 127.0).astype(np.float32)
     divisors = np.where(scales > 0, scales, np.float32(1.0))
     codes = np.rint(matrix / divisors[:, None]).clip(-127, 127).astype(np.int8)
