@@ -347,6 +347,28 @@ def person_index(
     RECALL_HISTORY_WINDOW_MESSAGES messages instead of HistoryTooLarge. `token`: the person's
     token when the caller has just read it (with the person: _person_and_token).
     """
+    index, _ = _person_index_holding(
+        tenant_id=tenant_id,
+        end_user_id=end_user_id,
+        accept_newer_appends=accept_newer_appends,
+        newest_window=newest_window,
+        token=token,
+    )
+    return index
+
+
+def _person_index_holding(
+    *,
+    tenant_id: int,
+    end_user_id: int,
+    accept_newer_appends: bool = False,
+    newest_window: bool = False,
+    token: Token | None = None,
+) -> tuple[RecallIndex | None, bool]:
+    """`person_index`'s index, and whether it holds every message appended up to `token` (or
+    the token read here): False only for a cached index taken once more with
+    `accept_newer_appends` while newer appends wait for its refresh. (A window of the newest
+    messages holds every session's last one too.)"""
     cache_ = index_cache()
     if token is None:
         token = recall_token(tenant_id=tenant_id, end_user_id=end_user_id)
@@ -355,7 +377,7 @@ def person_index(
             cache_.discard(
                 _index_key(tenant_id=tenant_id, end_user_id=end_user_id, window=windowed)
             )
-        return None
+        return None, False
     # Building an index reads the whole history inside the request: for a person with a million
     # messages that outlasted gunicorn's timeout, the worker was killed and the next request
     # began again. Past the bound, callers take the database's search, or (the context) an
@@ -406,10 +428,11 @@ def person_index(
                     )
 
             after_response(refresh)
-            return cached[1]
-    return _index_build(
+            return cached[1], older.appended == token.appended
+    built = _index_build(
         key=key, token=token, tenant_id=tenant_id, end_user_id=end_user_id, window=window
     )
+    return built, True
 
 
 def _known_too_large(*, key: Hashable, token: Token) -> bool:
@@ -502,6 +525,9 @@ class RecallResult:
     # them when it was built) by id, read with the hits, and the ids of the hits they are of.
     neighbours: Mapping[Hashable, Message | RecalledMessage] = field(default_factory=dict)
     neighbours_of: frozenset[Hashable] = frozenset()
+    # Those of `neighbours_of` that are their session's last message: the index holds every
+    # message appended up to the person's token and no next one of theirs.
+    last_of_session: frozenset[Hashable] = frozenset()
 
 
 _RECORD_FIELDS = MessageRecord._fields
@@ -673,7 +699,7 @@ def message_recall(
     `newest_window`: as person_index takes them.
     Raises EmptySearchQuery for a query with no searchable word.
     """
-    index = person_index(
+    index, holds_appends = _person_index_holding(
         tenant_id=tenant.pk,
         end_user_id=end_user.pk,
         accept_newer_appends=accept_newer_appends,
@@ -729,11 +755,10 @@ def message_recall(
             since=since,
             until=until,
         )
-        around = {
-            hit.id: [n for n in index.neighbour_ids(hit.row) if n is not None]
-            for hit in hits[:neighbours_of]
-            if hit.row >= 0
+        placed = {
+            hit.id: index.neighbour_ids(hit.row) for hit in hits[:neighbours_of] if hit.row >= 0
         }
+        around = {hit: [n for n in pair if n is not None] for hit, pair in placed.items()}
         ids = dict.fromkeys([*(hit.id for hit in hits), *(n for ns in around.values() for n in ns)])
         by_id = _hit_rows(tenant_id=tenant.pk, ids=list(ids), fields=fields)
         found = [
@@ -754,6 +779,12 @@ def message_recall(
                 hits=found[:top_k],
                 neighbours={n: by_id[n] for ns in around.values() for n in ns if n in by_id},
                 neighbours_of=frozenset(around),
+                # An index short of newer appends cannot tell a session's last message.
+                last_of_session=(
+                    frozenset(hit for hit, (_, after) in placed.items() if after is None)
+                    if holds_appends
+                    else frozenset()
+                ),
             )
         want = len(index)
 

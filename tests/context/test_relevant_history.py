@@ -485,18 +485,32 @@ def test_a_turn_added_to_an_old_session_is_found_once_the_cache_caught_up(
     assert "We also got a hamster called Pip." in body["content"]
 
 
-def test_the_cost_of_the_history(api, tenant, old_session, new_session, django_assert_num_queries):
-    # None of the best hits is its session's last message (whose next one the index cannot
-    # vouch for: see the next test).
-    say(tenant, old_session, ("Melanie", "Give her my love."), when=MAY_8)
-    api.get(context_url(new_session), {"query": "kitten name"})  # builds the person's index
+@pytest.mark.parametrize(
+    "query",
+    [
+        "kitten name",
+        # The best hit is its session's last message: the index, holding every append, knows
+        # it has no next one (no read of the neighbours around it).
+        "nurse sister Lisbon",
+    ],
+)
+def test_the_cost_of_the_history(
+    api, tenant, old_session, new_session, django_assert_num_queries, query
+):
+    api.get(context_url(new_session), {"query": query})  # builds the person's index
 
     # The key and the policy are cached. The session with its summary and the person's recall
     # version token; the messages, memories, notes and facts' candidates together (on SQLite
     # the facts' apart); the recall's hit rows with the best hits' neighbours.
     with django_assert_num_queries(3 if connection.vendor == "postgresql" else 4) as captured:
-        body = api.get(context_url(new_session), {"query": "kitten name"}).json()
-    assert f"Caroline: {LUNA}\n  Melanie: Luna is a lovely" in body["content"]
+        body = api.get(context_url(new_session), {"query": query}).json()
+    if query == "kitten name":
+        assert f"Caroline: {LUNA}\n  Melanie: Luna is a lovely" in body["content"]
+    else:
+        lines = body["content"].splitlines()
+        hit = next(n for n, line in enumerate(lines) if "My sister works as a nurse" in line)
+        assert lines[hit - 1].endswith("Melanie: Luna is a lovely name.")
+        assert not lines[hit + 1].startswith("  ")  # nothing after it in its block
     sqls = [q["sql"] for q in captured.captured_queries]
     # The token came with the session, the neighbours with the hits: no statement of their own.
     assert not [sql for sql in sqls if "GROUP BY e.id" in sql]
