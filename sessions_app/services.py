@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import uuid
@@ -288,7 +289,17 @@ def message_append_batch(
     tokens = sum(item.token_count or 0 for item in counted)
     requests = _append_requests(tenant=tenant, messages=counted)
     stored: list[Message] | None = None
-    with transaction.atomic():
+    # The common append on PostgreSQL (no message brings its own time; the policy, every
+    # agent's, decided its requests) is one statement: outside a caller's transaction it runs
+    # as its own, and the COMMIT's round trip is saved (0.3 of 1.8 ms in-process). Its
+    # on_commit work then runs once it has returned, as after a commit.
+    one_statement = (
+        first_given is None
+        and requests is not None
+        and connection.vendor == "postgresql"
+        and not connection.in_atomic_block
+    )
+    with contextlib.nullcontext() if one_statement else transaction.atomic():
         # The claim and the insert are prepared statements (one plan each, whatever the values:
         # memoryhub.core.prepared); nothing else in this transaction is.
         claim_statement = _claim_statement(
