@@ -180,6 +180,34 @@ def check_postgres_and_create_database(url: str, admin_url: str) -> dict[str, st
     return info
 
 
+def writes_flushed(admin_url: str) -> str:
+    """A CHECKPOINT, then sync(): what a load (or a vacuum) left dirty is written out before a
+    measured window starts, not by the checkpoints its WAL would set off inside it nor by the
+    kernel's writeback, which stalls the commits that wait for their WAL's fsync. Called
+    before the first part and before the cleanup part's appenders (in the sixteenth round,
+    stalls of 4.7-4.9 s in their baseline window at 1,000,000 rows). What a part writes itself
+    still lands in its own window. The CHECKPOINT needs a superuser (or pg_checkpoint),
+    through `--admin-url`: without one the line says so and only sync() runs."""
+    import psycopg
+
+    started = time.perf_counter()
+    try:
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as conn:
+            conn.execute("CHECKPOINT")
+    except psycopg.Error as error:
+        os.sync()
+        return f"no CHECKPOINT ({type(error).__name__}: {error}); sync() only".strip()
+    written = time.perf_counter()
+    # The checkpoint's writes (and the load's) may still sit in the kernel's page cache (the
+    # eighteenth round's first big run: max 254 ms and p99 40 ms in a baseline window that
+    # began right after a 0.04 s CHECKPOINT). Any user may call sync().
+    os.sync()
+    return (
+        f"CHECKPOINT {written - started:.1f} s, then the kernel's dirty pages written out "
+        f"(sync) {time.perf_counter() - written:.1f} s"
+    )
+
+
 def vacuum_database(url: str) -> float:
     """VACUUM (ANALYZE) the bench's database as its role (it owns the tables); the seconds it
     took. Every append leaves a dead version of its session's row (and the cleanup part dead

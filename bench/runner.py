@@ -34,6 +34,7 @@ from bench.harness import (
     setup_django,
     terminate_on_sigterm,
     vacuum_database,
+    writes_flushed,
 )
 from bench.measure import BenchError, Verdict, say, section, verdicts_table
 from bench.parts import appends, cleanup, context, facts, importing, llm, reads, recall
@@ -158,6 +159,7 @@ def prepare(config: Config) -> tuple[Setup, list[str]]:
                     f"loaded     {person.rows:,} messages of {person.external_id} with their "
                     f"vectors in {person.loaded_seconds:.1f} s (then VACUUM ANALYZE)"
                 )
+    say(f"settled    before the first part: {writes_flushed(config.admin_url)}")
     setup = Setup(
         config=config,
         env=env,

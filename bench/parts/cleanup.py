@@ -22,6 +22,7 @@ from bench.harness import (
     Setup,
     pg_connect,
     policy_tenant_key,
+    writes_flushed,
 )
 from bench.measure import (
     STOP,
@@ -174,23 +175,6 @@ def vacuum_messages(database_url: str) -> float:
     with pg_connect(database_url, autocommit=True) as conn:
         conn.execute("VACUUM (ANALYZE) sessions_app_message")
     return time.perf_counter() - started
-
-
-def checkpoint(admin_url: str) -> str:
-    """A CHECKPOINT before the appenders' windows: the load's dirty pages are written out
-    before the clock starts, not by the checkpoints its WAL would set off inside the baseline
-    window (in the sixteenth round, stalls of 4.7-4.9 s there at 1,000,000 rows). What the
-    cleanup writes itself still lands in the window it runs in. Needs a superuser (or
-    pg_checkpoint): without one the line says so and the windows run as before."""
-    import psycopg
-
-    started = time.perf_counter()
-    try:
-        with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as conn:
-            conn.execute("CHECKPOINT")
-    except psycopg.Error as error:
-        return f"no CHECKPOINT before the windows ({type(error).__name__}: {error})".strip()
-    return f"CHECKPOINT before the appenders' windows: {time.perf_counter() - started:.1f} s"
 
 
 def count_expired(database_url: str, tenant_id: int) -> int:
@@ -463,7 +447,7 @@ def run(setup: Setup, server: Gunicorn) -> CleanupResult:
             database_url=config.database_url, tenant_id=tenant.pk, holders=holders, rows=rows
         )
         say(f"           loaded again (and ANALYZEd): {rows:,} expired messages")
-        say(f"           {checkpoint(config.admin_url)}")
+        say(f"           {writes_flushed(config.admin_url)}")
         # (c) the appenders alone, for their baseline.
         sessions = [
             setup.new_session(f"cleanup-append-{i}", tenant=tenant) for i in range(config.clients)
