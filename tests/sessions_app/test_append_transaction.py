@@ -21,13 +21,13 @@ from sessions_app.models import Message, Session
 from sessions_app.services import MessageInput
 from tests.factories import SessionFactory, TenantFactory
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def _postgresql_only() -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("SQLite appends in a transaction of two statements (no data-modifying CTE)")
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        connection.vendor != "postgresql",
+        reason="SQLite appends in a transaction of two statements (no data-modifying CTE)",
+    ),
+]
 
 
 @contextmanager
