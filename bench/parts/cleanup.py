@@ -446,11 +446,11 @@ def run(setup: Setup, server: Gunicorn) -> CleanupResult:
         load += load_expired(
             database_url=config.database_url, tenant_id=tenant.pk, holders=holders, rows=rows
         )
-        # VACUUMed too, as rows 200 days old in production long have been: the message
-        # content's GIN index keeps a load's last entries in its pending list (a manual
-        # ANALYZE leaves them there), and the appenders' inserts then flush it inside the
-        # baseline window (the eighteenth round's big runs: p99 35-40 ms there, max 195-254 ms,
-        # against 17-19 ms p99 beside retention).
+        # VACUUMed too, as rows 200 days old in production long have been. Without it the
+        # baseline window stalled (the eighteenth round's big runs: p99 35-40 ms there, max
+        # 195-254 ms, against 17-19 ms p99 beside retention; 10.5 ms with it), most likely the
+        # appenders' inserts flushing the load's last entries from the content's GIN pending
+        # list.
         vacuums.append(vacuum_messages(config.database_url))
         say(
             f"           loaded again: {rows:,} expired messages; VACUUM ANALYZE "
