@@ -14,6 +14,7 @@ No test asserts how long anything took, beyond bounds generous enough for a busy
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -112,6 +113,46 @@ def test_slow_uploads_do_not_stall_fast_requests(server: Gunicorn, secret: str) 
     assert all(at < still_sending_until for _, _, at in answered), server.log_tail()
     assert [upload.status_line for upload in uploads] == [b"HTTP/1.1 201 Created"] * SLOW_UPLOADS
     assert Session.objects.filter(end_user__external_id__startswith="slow-").count() == 6
+
+
+def test_workers_that_max_requests_replaces_keep_every_append(tmp_path: Path, secret: str) -> None:
+    # Every fifth request replaces the worker that served it (jitter 5 // 10 = 0): the
+    # replacements are forks of the preloaded master, each with its own database connection.
+    running = Gunicorn(
+        log_path=tmp_path / "gunicorn.log",
+        env={"GUNICORN_WORKERS": "2", "GUNICORN_THREADS": "2", "GUNICORN_MAX_REQUESTS": "5"},
+    ).start()
+    headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+    try:
+        created = running.request(
+            "POST",
+            "/api/v1/sessions/",
+            headers=headers,
+            body=json.dumps({"user_id": "restarts", "agent_id": "chat"}).encode(),
+        )
+        assert created.status == 201, running.log_tail()
+        session_id = json.loads(created.data)["id"]  # type: ignore[attr-defined]
+        statuses = [
+            running.request(
+                "POST",
+                f"/api/v1/sessions/{session_id}/messages/",
+                headers=headers,
+                body=json.dumps({"role": "user", "content": f"turn {number}"}).encode(),
+            ).status
+            for number in range(30)
+        ]
+        booted = set(re.findall(r"Booting worker with pid: (\d+)", running.log_tail(100_000)))
+    finally:
+        running.stop()
+
+    assert statuses == [201] * 30
+    # The first two, then about one for every five requests (the last may still be booting).
+    assert len(booted) >= 2 + 4, booted
+    session = Session.objects.get(pk=session_id)
+    assert list(session.messages.order_by("seq").values_list("seq", "content")) == [
+        (number + 1, f"turn {number}") for number in range(30)
+    ]
+    assert session.message_count == 30
 
 
 def test_an_api_url_past_memoryhubs_limit_is_a_json_414(server: Gunicorn, secret: str) -> None:
