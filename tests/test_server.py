@@ -5,6 +5,8 @@ the test database (or on a database that is down), reached over sockets.
   their bodies leave room for fast requests, which all answer while the uploads still send.
 - An API URL past MEMORYHUB_MAX_URL_LENGTH gets MemoryHub's JSON 414; one past gunicorn's own
   request-line maximum (8190 bytes) gets gunicorn's plain 414 (documented in the README).
+- Workers that `max_requests` replaces (forks of the preloaded master) keep every append: with
+  a replacement every five requests, 30 appends all land, in order.
 - With the database down, the API answers 503 `service_unavailable` with Retry-After (the key's
   lookup in authentication is where it fails first), pages a plain 503 page, /readyz a 503.
 
