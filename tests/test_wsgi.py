@@ -67,7 +67,13 @@ def test_importing_the_wsgi_module_warms_the_process_without_a_connection_or_a_t
 
 
 def test_gunicorn_preloads_the_application_and_freezes_it_before_each_fork() -> None:
-    config = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    # The file reads ./.env into the environment (as gunicorn would): not into this process's.
+    environment = dict(os.environ)
+    try:
+        config = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
     assert config["preload_app"] is True
     gc.unfreeze()
     try:
