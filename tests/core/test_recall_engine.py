@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import numpy as np
@@ -396,11 +398,13 @@ def test_the_int8_cosines_are_within_the_quantization_error_of_float32s() -> Non
     assert int(np.argmax(hybrid._cosine(index, near))) == 1234
 
 
-def test_ranking_leaves_none_s_reference_count_as_it_was() -> None:
+@pytest.mark.parametrize("split", [False, True])
+def test_ranking_leaves_none_s_reference_count_as_it_was(monkeypatch, split: bool) -> None:
     # simsimd's cdist with out= returned None without a reference of its own: every ranked
     # search took one from None's count, and a process aborts when it reaches zero (a web
     # worker after ~230,000 searches). sys.getrefcount(None) moves a little with whatever the
     # interpreter holds; the leak moved it by one per product.
+    monkeypatch.setattr(hybrid, "SPLIT_MIN_ROWS", 2 if split else 10**9)
     vectors = _unit_rows(50, 8, seed=3)
     index = RecallIndex.build(
         [doc(f"m{i}", f"turn {i} about tea", vector=vectors[i]) for i in range(len(vectors))]
@@ -414,6 +418,57 @@ def test_ranking_leaves_none_s_reference_count_as_it_was() -> None:
         hybrid._cosine(index, query)
 
     assert abs(sys.getrefcount(None) - before) < products // 10
+
+
+def _many_vectors(count: int) -> list[RecallDoc]:
+    vectors = _unit_rows(count, 16, seed=7)
+    return [
+        doc(f"m{i}", f"turn {i} about tea" if i % 3 else f"turn {i}", vector=vectors[i])
+        for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+def test_a_long_index_ranks_the_same_with_its_product_split_across_two_threads(
+    monkeypatch, mode: Mode
+) -> None:
+    index = RecallIndex.build(_many_vectors(hybrid.SPLIT_MIN_ROWS + 1))
+    query_vector = _unit([1.0] + [0.5] * 15)
+    threads: list[str] = []
+    submit = ThreadPoolExecutor.submit
+
+    def watched(self: ThreadPoolExecutor, fn: object, /, *args: object, **kwargs: object) -> object:
+        threads.append(threading.current_thread().name)
+        return submit(self, fn, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ThreadPoolExecutor, "submit", watched)
+    split = rank(index, "tea", top_k=20, mode=mode, query_vector=query_vector)
+    assert len(threads) == 1  # the other half went to the helper thread
+    split_cosine = hybrid._cosine(index, query_vector)
+
+    monkeypatch.setattr(hybrid, "SPLIT_MIN_ROWS", len(index) + 1)
+    whole = rank(index, "tea", top_k=20, mode=mode, query_vector=query_vector)
+    whole_cosine = hybrid._cosine(index, query_vector)
+    assert len(threads) == 2  # only the split cosine above; neither of these was split
+
+    assert split == whole  # the same ids, scores and signals: each row's sum is its own
+    assert split_cosine is not None
+    assert whole_cosine is not None
+    assert split_cosine.tolist() == whole_cosine.tolist()
+
+
+def test_the_product_is_computed_whole_while_the_helper_thread_is_taken(monkeypatch) -> None:
+    rng = np.random.default_rng(3)
+    matrix = rng.integers(-127, 128, (hybrid.SPLIT_MIN_ROWS, 8), dtype=np.int8)
+    codes = rng.integers(-127, 128, (1, 8), dtype=np.int8)
+    monkeypatch.setattr(
+        hybrid._product_thread, "executor", lambda: pytest.fail("the helper was used")
+    )
+
+    with hybrid._product_thread_free:  # another request's half is on it
+        product = hybrid._codes_times(codes, matrix)
+
+    assert product.tolist() == (matrix.astype(np.int64) @ codes[0].astype(np.int64)).tolist()
 
 
 def test_quantized_rows_keep_their_own_scale_and_zero_rows_stay_zero() -> None:
