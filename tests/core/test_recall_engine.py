@@ -457,6 +457,62 @@ def test_a_long_index_ranks_the_same_with_its_product_split_across_two_threads(
     assert split_cosine.tolist() == whole_cosine.tolist()
 
 
+def _sessions(*, interleaved: bool, seed: int) -> list[RecallDoc]:
+    """Nine sessions of 3-12 turns each about tea, coffee or the weather; consecutive, or
+    interleaved (turns of two sessions alternating, as two open chats append)."""
+    rng = np.random.default_rng(seed)
+    topics = ["green tea", "strong coffee", "rainy weather", "tea and cake"]
+    turns = [
+        (session, position, f"{topics[int(rng.integers(len(topics)))]} turn {position}")
+        for session in range(9)
+        for position in range(int(rng.integers(3, 13)))
+    ]
+    if interleaved:
+        rng.shuffle(turns)
+        turns.sort(key=lambda turn: (turn[0] // 2, turn[1]))  # sessions 2k and 2k+1 alternate
+    vectors = _unit_rows(len(turns), 8, seed=seed)
+    return [
+        doc(f"m{row}", text, session=f"s{session}", position=position, vector=vectors[row])
+        for row, (session, position, text) in enumerate(turns)
+    ]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "lexical"])
+def test_sessions_in_order_rank_by_slices_as_the_gathers_rank(mode: Mode) -> None:
+    index = RecallIndex.build(_sessions(interleaved=False, seed=5))
+    query = _unit_rows(1, 8, seed=6)[0]
+    assert index.sessions_in_order
+
+    by_slices = rank(index, "tea weather", top_k=len(index), mode=mode, query_vector=query)
+    index.sessions_in_order = False  # the general path, on the same index
+    by_gathers = rank(index, "tea weather", top_k=len(index), mode=mode, query_vector=query)
+
+    assert by_slices == by_gathers  # every hit, score and signal
+    assert len(by_slices) > 20
+
+
+def test_interleaved_sessions_are_not_in_order_and_keep_their_neighbours() -> None:
+    index = RecallIndex.build(_sessions(interleaved=True, seed=5))
+
+    assert not index.sessions_in_order
+    # Each row's neighbours are in its own session, not the row beside it in message order.
+    sessions = [index.session_keys[number] for number in index.session_index.tolist()]
+    for row in range(len(index)):
+        before, after = int(index.prev_index[row]), int(index.next_index[row])
+        assert before < 0 or sessions[before] == sessions[row]
+        assert after < 0 or sessions[after] == sessions[row]
+    assert (index.prev_index >= 0).any()
+
+
+def test_a_history_of_one_message_sessions_ranks_without_neighbours() -> None:
+    index = RecallIndex.build(conversation(vectors=True))  # every message its own session
+    assert index.sessions_in_order
+
+    hits = rank(index, "kitten cat", top_k=4, query_vector=_unit([1.0, 0.0, 0.0]))
+    index.sessions_in_order = False
+    assert hits == rank(index, "kitten cat", top_k=4, query_vector=_unit([1.0, 0.0, 0.0]))
+
+
 def test_the_product_is_computed_whole_while_the_helper_thread_is_taken(monkeypatch) -> None:
     rng = np.random.default_rng(3)
     matrix = rng.integers(-127, 128, (hybrid.SPLIT_MIN_ROWS, 8), dtype=np.int8)

@@ -96,8 +96,10 @@ class RecallIndex:
         "prev_index",
         "session_index",
         "session_keys",
+        "session_lengths",
         "session_order",
         "session_starts",
+        "sessions_in_order",
         "speaker_index",
         "speaker_names",
         "speaker_rows",
@@ -126,6 +128,11 @@ class RecallIndex:
     session_index: npt.NDArray[np.int32]
     session_order: npt.NDArray[np.int32]
     session_starts: npt.NDArray[np.int64]
+    session_lengths: npt.NDArray[np.int64]
+    # Every session's rows consecutive and in position order (`session_order` is 0, 1, 2, ...):
+    # a person's conversations one after the other, as most histories are. The ranking then
+    # reads neighbours and sessions by slices instead of gathers (hybrid.rank).
+    sessions_in_order: bool
     speaker_index: npt.NDArray[np.int32]
     speaker_names: tuple[str, ...]
     participants: tuple[str, ...]
@@ -429,21 +436,25 @@ class RecallIndex:
             self.next_index = np.full(count, -1, dtype=np.int32)
             self.session_order = np.arange(count, dtype=np.int32)
             self.session_starts = np.arange(count, dtype=np.int64)
-            return
-        # Rows grouped by session (numbered by first appearance), by position within one;
-        # lexsort is stable, so equal positions keep the order the messages were given in.
-        order = np.lexsort((self.positions, self.session_index)).astype(np.int32)
-        grouped = self.session_index[order]
-        same = grouped[1:] == grouped[:-1]
-        prev_index = np.full(count, -1, dtype=np.int32)
-        next_index = np.full(count, -1, dtype=np.int32)
-        prev_index[order[1:][same]] = order[:-1][same]
-        next_index[order[:-1][same]] = order[1:][same]
-        self.prev_index = prev_index
-        self.next_index = next_index
-        # Rows grouped by session, so a session's best score is one `np.maximum.reduceat`.
-        self.session_order = order
-        self.session_starts = np.flatnonzero(np.concatenate(([True], ~same))).astype(np.int64)
+        else:
+            # Rows grouped by session (numbered by first appearance), by position within one;
+            # lexsort is stable, so equal positions keep the order the messages were given in.
+            order = np.lexsort((self.positions, self.session_index)).astype(np.int32)
+            grouped = self.session_index[order]
+            same = grouped[1:] == grouped[:-1]
+            prev_index = np.full(count, -1, dtype=np.int32)
+            next_index = np.full(count, -1, dtype=np.int32)
+            prev_index[order[1:][same]] = order[:-1][same]
+            next_index[order[:-1][same]] = order[1:][same]
+            self.prev_index = prev_index
+            self.next_index = next_index
+            # Rows grouped by session, so a session's best score is one `np.maximum.reduceat`.
+            self.session_order = order
+            self.session_starts = np.flatnonzero(np.concatenate(([True], ~same))).astype(np.int64)
+        self.session_lengths = np.diff(self.session_starts, append=count)
+        self.sessions_in_order = bool(
+            (self.session_order == np.arange(count, dtype=np.int32)).all()
+        )
 
     def _index_terms(self) -> None:
         count = len(self.ids)
