@@ -295,8 +295,10 @@ def message_append_batch(
     # append: outside a caller's transaction it runs as its own, and the COMMIT's round trip is
     # saved (0.3 of 1.8 ms in-process). Its on_commit work then runs once it has returned, as
     # after a commit.
-    own_transaction = claim_and_insert and requests is not None and not connection.in_atomic_block
-    with contextlib.nullcontext() if own_transaction else transaction.atomic():
+    statement_is_transaction = (
+        claim_and_insert and requests is not None and not connection.in_atomic_block
+    )
+    with contextlib.nullcontext() if statement_is_transaction else transaction.atomic():
         # The claim and the insert are prepared statements (one plan each, whatever the values:
         # memoryhub.core.prepared); nothing else in this transaction is.
         claim_statement = _claim_statement(
