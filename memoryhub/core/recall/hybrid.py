@@ -219,7 +219,7 @@ def rank(
         lift = _minmax_where(best, np.ones(best.size, np.bool_))
         lift *= weights.session
         fused += (
-            np.repeat(lift, index.session_lengths)
+            np.repeat(lift, np.diff(index.session_starts, append=count))
             if in_order
             else np.take(lift, index.session_index)
         )

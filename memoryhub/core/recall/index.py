@@ -96,7 +96,6 @@ class RecallIndex:
         "prev_index",
         "session_index",
         "session_keys",
-        "session_lengths",
         "session_order",
         "session_starts",
         "sessions_in_order",
@@ -128,7 +127,6 @@ class RecallIndex:
     session_index: npt.NDArray[np.int32]
     session_order: npt.NDArray[np.int32]
     session_starts: npt.NDArray[np.int64]
-    session_lengths: npt.NDArray[np.int64]
     # Every session's rows consecutive and in position order (`session_order` is 0, 1, 2, ...):
     # a person's conversations one after the other, as most histories are. The ranking then
     # reads neighbours and sessions by slices instead of gathers (hybrid.rank).
@@ -451,7 +449,6 @@ class RecallIndex:
             # Rows grouped by session, so a session's best score is one `np.maximum.reduceat`.
             self.session_order = order
             self.session_starts = np.flatnonzero(np.concatenate(([True], ~same))).astype(np.int64)
-        self.session_lengths = np.diff(self.session_starts, append=count)
         self.sessions_in_order = bool(
             (self.session_order == np.arange(count, dtype=np.int32)).all()
         )
