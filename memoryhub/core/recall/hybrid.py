@@ -309,18 +309,22 @@ def _minmax_where(
     if not mask.any():
         values[:] = 0.0
         return values
-    chosen = np.compress(mask, values)
+    # Every value masked (the cosines when every message has a vector, the sessions' best):
+    # no copy to take the extremes from, nothing to zero.
+    every = bool(mask.all())
+    chosen = values if every else np.compress(mask, values)
     low, high = float(chosen.min()), float(chosen.max())
     if high > low:
         values -= low
         values /= high - low
     else:
         values[:] = 1.0
-    # Times the mask, then + 0.0 to turn the -0.0 of unmasked negatives into 0.0: the result
-    # np.where gives, for finite values, at a seventh of the cost of np.where or a masked
-    # copyto (their branch on a scattered mask is slow).
-    values *= mask
-    values += 0.0
+    if not every:
+        # Times the mask, then + 0.0 to turn the -0.0 of unmasked negatives into 0.0: the
+        # result np.where gives, for finite values, at a seventh of the cost of np.where or a
+        # masked copyto (their branch on a scattered mask is slow).
+        values *= mask
+        values += 0.0
     return values
 
 
@@ -496,16 +500,25 @@ def _top(
     date: npt.NDArray[np.bool_],
     when: npt.NDArray[np.bool_],
 ) -> list[Hit]:
-    rows = np.flatnonzero(eligible)
-    if rows.size == 0:
-        return []
-    candidate_scores = np.take(scores, rows)
-    if rows.size > top_k:
+    rows: npt.NDArray[np.intp] | None = None
+    if eligible.size and eligible.all():
+        # Every row (the usual case: every message has a vector): the scores as they are, not
+        # a copy of them, and no list of rows until the cut.
+        candidate_scores = scores
+    else:
+        rows = np.flatnonzero(eligible)
+        if rows.size == 0:
+            return []
+        candidate_scores = np.take(scores, rows)
+    if candidate_scores.size > top_k:
         # Everything scoring at least the k-th best: ties at the cut must all be seen so that
         # message order, not argpartition's whim, decides between them.
         kth = _kth_largest(candidate_scores, top_k)
         keep = candidate_scores >= kth
-        rows, candidate_scores = rows[keep], candidate_scores[keep]
+        rows = np.flatnonzero(keep) if rows is None else rows[keep]
+        candidate_scores = candidate_scores[keep]
+    elif rows is None:
+        rows = np.arange(candidate_scores.size)
     # Rows ascend (message order); a stable sort on the negated score keeps that order in ties.
     order = np.argsort(-candidate_scores, kind="stable")[:top_k]
     chosen = np.take(rows, order)
