@@ -1,0 +1,150 @@
+"""How the hybrid ranking changes when only some messages get their exact cosine, on LoCoMo's
+development half, offline (no database).
+
+    .venv/bin/python -m bench.recall_partial_cosines
+    .venv/bin/python -m bench.recall_partial_cosines --shares 0.01,0.02,0.05
+
+Two ways a long history could avoid the full product over every vector, each keeping the exact
+int8 cosine for a share of the messages (at least 10):
+
+- **nearest only**: the nearest share by exact cosine, the others counted as messages without a
+  vector (`rank(dense_scores=...)`). It is what the pgvector path does today
+  (sessions_app.recall: the person's DENSE_CANDIDATES = 1,000 nearest from the database), so
+  for a person with more than 1,000 messages it ranks like this at the share 1,000 / messages
+  (there with pgvector's cosines of the float vectors, here the index's int8 ones).
+- **Hamming + fit**: a first pass over the vectors' sign bits (48 bytes a message at 384
+  dimensions: what simsimd's Hamming kernel reads, an eighth of the int8 codes), the exact
+  cosine for the share nearest by Hamming distance and for a stride sample of a quarter as many
+  more, and for every other message a straight line fitted from Hamming distance to cosine on
+  those. Every message keeps a cosine, so the min-max and the session and neighbour priors see
+  the whole history.
+
+Printed per variant: evidence recall@k (as bench/recall_offline.py) and how many of the exact
+ranking's top 10 it keeps. The data is read where it lies (see bench/recall_offline.py: never
+copied). Not a test: nothing asserts a number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import simsimd
+
+from bench.recall_offline import (
+    CATEGORIES,
+    DEFAULT_DATA,
+    KS,
+    attach_vectors,
+    conversation_docs,
+    load_embedder,
+    normalise_evidence,
+    token_counter,
+)
+from memoryhub.core.recall import RecallIndex, hybrid, rank
+from memoryhub.core.search import EmptySearchQuery
+
+EXACT = "exact (every cosine)"
+MIN_KEPT = 10
+SAMPLE_SHARE = 0.25  # of the kept share, read at a stride for the fit
+
+
+def hamming_fit_cosines(
+    *, cosine: npt.NDArray[np.float32], bits: npt.NDArray[np.uint8], query_bits: Any, kept: int
+) -> npt.NDArray[np.float32]:
+    """The exact cosines of the `kept` messages nearest by Hamming distance and of a stride
+    sample, a line fitted from distance to cosine on them for every other message."""
+    distance = np.asarray(simsimd.cdist(query_bits, bits, metric="hamming", dtype="bin8"))[0]
+    nearest = np.argsort(distance, kind="stable")[:kept]
+    stride = max(int(cosine.size / max(kept * SAMPLE_SHARE, 1)), 1)
+    exact_rows = np.union1d(nearest, np.arange(0, cosine.size, stride))
+    slope, intercept = np.polyfit(
+        distance[exact_rows].astype(np.float64), cosine[exact_rows].astype(np.float64), 1
+    )
+    estimated = (intercept + slope * distance.astype(np.float64)).astype(np.float32)
+    estimated[exact_rows] = cosine[exact_rows]
+    return estimated
+
+
+def evaluate(data: list[dict[str, Any]], *, shares: list[float]) -> None:
+    count_tokens = token_counter()
+    embedder = load_embedder()
+    recalls: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    kept_of_exact: dict[str, list[float]] = defaultdict(list)
+    for sample in data:
+        docs = conversation_docs(sample["conversation"], captions=True, count_tokens=count_tokens)
+        attach_vectors(docs, embedder.embed_passages)
+        index = RecallIndex.build(docs)
+        assert index.vectors is not None
+        bits = np.packbits(index.vectors > 0, axis=1)
+        known = {doc.id for doc in docs}
+        for question in sample["qa"]:
+            gold = [g for g in normalise_evidence(question.get("evidence", [])) if g in known]
+            if question.get("category") not in CATEGORIES or not gold:
+                continue
+            text = question["question"]
+            query_vector = np.asarray(embedder.embed_query(text), dtype=np.float32)
+            cosine = hybrid._cosine(index, query_vector)
+            assert cosine is not None
+            try:
+                exact = [h.id for h in rank(index, text, top_k=max(KS), query_vector=query_vector)]
+            except EmptySearchQuery:
+                continue
+            variants: dict[str, list[Any]] = {EXACT: exact}
+            query_bits = np.packbits(query_vector > 0).reshape(1, -1)
+            for share in shares:
+                kept = max(round(share * len(index)), MIN_KEPT)
+                nearest = np.argsort(-cosine, kind="stable")[:kept].tolist()
+                given = {index.ids[row]: float(cosine[row]) for row in nearest}
+                variants[f"nearest only {share:.0%}"] = [
+                    h.id for h in rank(index, text, top_k=max(KS), dense_scores=given)
+                ]
+                estimated = hamming_fit_cosines(
+                    cosine=cosine, bits=bits, query_bits=query_bits, kept=kept
+                )
+                # Every message given a cosine: ranked as with the query's vector.
+                every = dict(zip(index.ids, estimated.tolist(), strict=True))
+                variants[f"Hamming + fit {share:.0%}"] = [
+                    h.id for h in rank(index, text, top_k=max(KS), dense_scores=every)
+                ]
+            for name, ranked in variants.items():
+                for k in KS:
+                    recalls[name][k].append(len(set(gold) & set(ranked[:k])) / len(gold))
+                kept_of_exact[name].append(len(set(exact[:10]) & set(ranked[:10])) / 10)
+    print(
+        f"{'variant':<22}{'n':>6}"
+        + "".join(f"{'R@' + str(k):>8}" for k in KS)
+        + "  exact top 10 kept"
+    )
+    for name, by_k in recalls.items():
+        print(
+            f"{name:<22}{len(by_k[KS[0]]):>6}"
+            + "".join(f"{100 * np.mean(by_k[k]):>8.1f}" for k in KS)
+            + f"  {100 * np.mean(kept_of_exact[name]):>6.1f} %"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON file")
+    parser.add_argument(
+        "--shares",
+        default="0.02,0.05,0.1,0.2",
+        help="comma-separated shares of each conversation that keep their exact cosine",
+    )
+    args = parser.parse_args()
+    if not args.data.exists():
+        raise SystemExit(f"No data at {args.data} (see shared/data/locomo-dev/README.md).")
+    evaluate(
+        json.loads(args.data.read_text()),
+        shares=[float(share) for share in args.shares.split(",")],
+    )
+
+
+if __name__ == "__main__":
+    main()
