@@ -96,6 +96,7 @@ def nearest_messages(
     query_vector: npt.ArrayLike,
     limit: int,
     person_messages: int,
+    also_ids: Sequence[int] = (),
     session_id: uuid.UUID | None = None,
     role: str | None = None,
     since: dt.datetime | None = None,
@@ -103,7 +104,8 @@ def nearest_messages(
     exclude_ids: Sequence[int] = (),
     using: str = DEFAULT_DB_ALIAS,
 ) -> dict[int, float]:
-    """The person's `limit` messages nearest to `query_vector`: message id → cosine.
+    """The person's `limit` messages nearest to `query_vector`, and those of `also_ids` that are
+    the person's and pass the filters: message id → cosine, in one statement.
 
     The tenant and person filters come first, so another person's vectors are never candidates.
     Below HNSW_FROM_MESSAGES (`person_messages`, the person's message count) the search is exact:
@@ -135,6 +137,11 @@ def nearest_messages(
             .order_by(F("similarity").desc(nulls_last=True))
             .values_list("message_id", "similarity")[:limit]
         )
+        if also_ids:
+            # By their unique message_id index, in the same round trip; a message in both
+            # branches comes twice with the same cosine.
+            also = rows.filter(message_id__in=list(also_ids)).annotate(similarity=similarity)
+            nearest = nearest.union(also.values_list("message_id", "similarity"), all=True)
         return {message_id: float(found) for message_id, found in nearest if found is not None}
     distance = RawSQL(f"{table}.embedding <=> %s::vector", [literal])  # noqa: S611
     nearest = (
@@ -142,6 +149,9 @@ def nearest_messages(
         .order_by("distance")  # NULL sorts last ascending
         .values_list("message_id", "distance")[:limit]
     )
+    if also_ids:
+        also = rows.filter(message_id__in=list(also_ids)).annotate(distance=distance)
+        nearest = nearest.union(also.values_list("message_id", "distance"), all=True)
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
         # pgvector 0.8: an HNSW scan goes on until `limit` rows pass the person filter (by
         # default it stops after hnsw.ef_search = 40 candidates, most of them other people's).

@@ -617,6 +617,57 @@ def test_a_query_vector_and_dense_scores_together_are_refused() -> None:
         rank(index, "cat", top_k=3, query_vector=_unit([1.0, 0.0, 0.0]), dense_scores={"m0": 1.0})
 
 
+def test_a_dense_scores_function_is_asked_once_for_the_lexical_matches_and_a_sample() -> None:
+    docs = [
+        doc(f"d{n}", "a kitten purrs" if n % 10 == 0 else f"plain line {n}") for n in range(200)
+    ]
+    index = RecallIndex.build(docs)
+    asked: list[Sequence[Hashable]] = []
+
+    def dense_scores(wanted: Sequence[Hashable]) -> dict[Hashable, float]:
+        asked.append(list(wanted))
+        return {"d1": 0.9}  # the nearest, by the caller's own search
+
+    rank(index, "kitten", top_k=5, dense_scores=dense_scores)
+    rank(index, "kitten", top_k=5, mode="semantic", dense_scores=dense_scores)
+
+    matches = {f"d{n}" for n in range(0, 200, 10)}
+    stride = 200 // hybrid.DENSE_SAMPLE_ROWS
+    sample = {f"d{n}" for n in range(0, 200, stride)}
+    assert len(asked) == 2
+    assert len(asked[0]) == len(set(asked[0]))
+    assert set(asked[0]) == matches | sample
+    assert asked[1] == []  # semantic: the nearest are all it ranks
+
+
+def test_past_dense_lexical_rows_only_the_best_matches_are_asked_for(monkeypatch) -> None:
+    monkeypatch.setattr(hybrid, "DENSE_LEXICAL_ROWS", 3)
+    monkeypatch.setattr(hybrid, "DENSE_SAMPLE_ROWS", 1)  # the first message only
+    # Every message matches; the shorter, the higher its BM25.
+    index = RecallIndex.build([doc(f"d{n}", "kitten" + " filler" * (20 - n)) for n in range(20)])
+    asked: list[Hashable] = []
+
+    rank(index, "kitten", top_k=5, dense_scores=lambda wanted: asked.extend(wanted))
+
+    assert sorted(asked, key=str) == ["d0", "d17", "d18", "d19"]
+
+
+def test_a_dense_scores_function_ranks_as_the_mapping_it_returns() -> None:
+    docs = conversation(vectors=True)
+    query_vector = _unit([1.0, 0.2, 0.1])
+    index = RecallIndex.build(conversation(vectors=False))
+    scores = cosines(docs, query_vector)
+
+    for mode in ("hybrid", "semantic"):
+        given = rank(index, "kitten cat", top_k=4, mode=mode, dense_scores=scores)
+        asked = rank(index, "kitten cat", top_k=4, mode=mode, dense_scores=lambda _: scores)
+        assert asked == given
+    # None: the query could not be embedded; hybrid is then lexical, semantic empty.
+    lexical = rank(index, "kitten cat", top_k=4, mode="lexical")
+    assert rank(index, "kitten cat", top_k=4, dense_scores=lambda _: None) == lexical
+    assert rank(index, "kitten cat", top_k=4, mode="semantic", dense_scores=lambda _: None) == []
+
+
 def test_semantic_mode_without_any_vector_returns_nothing() -> None:
     index = RecallIndex.build(conversation(vectors=False))
 

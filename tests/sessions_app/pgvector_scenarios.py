@@ -142,6 +142,37 @@ def test_the_contexts_history_finds_a_paraphrase_with_the_dense_side_from_the_da
     assert any("<=>" in query["sql"] for query in queries.captured_queries)
 
 
+def test_a_lexical_match_beyond_the_nearest_gets_its_own_cosine(owner, tenant, monkeypatch) -> None:
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    # A long history in miniature: the database returns one nearest message, not 1,000.
+    real = recall.nearest_messages
+    calls: list[dict] = []
+
+    def nearest_one(**kwargs):
+        calls.append(kwargs)
+        return real(**{**kwargs, "limit": 1})
+
+    monkeypatch.setattr(recall, "nearest_messages", nearest_one)
+    query = f"{PARAPHRASE} weekend"
+    kitchen = Message.objects.get(content=TURNS[0][1])
+
+    with CaptureQueriesContext(connection) as queries:
+        body = search(owner, q=query, user_id="ana", mode="hybrid")
+
+    query_vector = embed_query_cached(query)
+    own = {
+        vector.message_id: float(np.frombuffer(bytes(vector.vector), dtype="<f4") @ query_vector)
+        for vector in MessageVector.objects.filter(tenant=tenant)
+    }
+    assert own[kitchen.pk] < max(own.values())  # not the nearest: the dog is
+    hit = next(hit for hit in body["results"] if hit["message"]["id"] == kitchen.pk)
+    assert hit["signals"]["lexical"] is True
+    assert hit["signals"]["semantic"] is True
+    assert hit["dense_score"] == pytest.approx(own[kitchen.pk], abs=1e-5)
+    assert kitchen.pk in calls[0]["also_ids"]
+    assert len([q for q in queries.captured_queries if "<=>" in q["sql"]]) == 1
+
+
 def test_the_database_filters_run_before_the_nearest_are_taken(owner, tenant) -> None:
     session_id = chat(owner, user_id="ana", key="ana:1", turns=TURNS)
     chat(owner, user_id="ana", key="ana:2", turns=[("user", "Our neighbours own two dogs.")])
@@ -187,10 +218,24 @@ def test_another_tenants_or_persons_vectors_are_never_candidates(
             cursor.execute("SHOW hnsw.iterative_scan")
             assert cursor.fetchone() == ("strict_order",)
 
-    assert set(nearest) == set(
+    anas = set(
         Message.objects.filter(tenant=tenant, session__end_user=ana).values_list("pk", flat=True)
     )
+    assert set(nearest) == anas
     assert list(nearest.values()) == sorted(nearest.values(), reverse=True)
+    # The ids rank asks for besides the nearest are filtered as the nearest are: every message
+    # in the database asked for, only Ana's come back.
+    asked = pgvector.nearest_messages(
+        tenant_id=tenant.pk,
+        end_user_id=ana.pk,
+        model=embedder.model_name,
+        query_vector=embed_query_cached(PARAPHRASE),
+        limit=1,
+        person_messages=0 if route == "exact" else pgvector.HNSW_FROM_MESSAGES,
+        also_ids=list(Message.objects.values_list("pk", flat=True)),
+    )
+    assert set(asked) == anas
+    assert asked == {message_id: nearest[message_id] for message_id in asked}
     for mode in ("hybrid", "semantic"):
         found = contents(search(owner, q="a dog, a retriever", user_id="ana", mode=mode))
         assert "I also have a golden retriever." not in found
