@@ -4,14 +4,17 @@ development half, offline (no database).
     .venv/bin/python -m bench.recall_partial_cosines
     .venv/bin/python -m bench.recall_partial_cosines --shares 0.01,0.02,0.05
 
-Two ways a long history could avoid the full product over every vector, each keeping the exact
-int8 cosine for a share of the messages (at least 10):
+Three ways a long history could avoid the full product over every vector, each keeping the
+exact int8 cosine for a share of the messages (at least 10):
 
 - **nearest only**: the nearest share by exact cosine, the others counted as messages without a
-  vector (`rank(dense_scores=...)`). It is what the pgvector path does today
+  vector (`rank(dense_scores=...)`). It is what the pgvector path did until rank asked for more
   (sessions_app.recall: the person's DENSE_CANDIDATES = 1,000 nearest from the database), so
-  for a person with more than 1,000 messages it ranks like this at the share 1,000 / messages
+  for a person with more than 1,000 messages it ranked like this at the share 1,000 / messages
   (there with pgvector's cosines of the float vectors, here the index's int8 ones).
+- **nearest + asked**: the pgvector path as it is: the nearest share, and the messages rank asks
+  a `dense_scores` function for (its DENSE_LEXICAL_ROWS best lexical matches and a stride
+  sample of DENSE_SAMPLE_ROWS); the others without a vector.
 - **Hamming + fit**: a first pass over the vectors' sign bits (48 bytes a message at 384
   dimensions: what simsimd's Hamming kernel reads, an eighth of the int8 codes), the exact
   cosine for the share nearest by Hamming distance and for a stride sample of a quarter as many
@@ -27,8 +30,11 @@ copied). Not a test: nothing asserts a number.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +52,7 @@ from bench.recall_offline import (
     normalise_evidence,
     token_counter,
 )
-from memoryhub.core.recall import RecallIndex, hybrid, rank
+from memoryhub.core.recall import RecallDoc, RecallIndex, hybrid, rank
 from memoryhub.core.search import EmptySearchQuery
 
 EXACT = "exact (every cosine)"
@@ -71,23 +77,61 @@ def hamming_fit_cosines(
     return estimated
 
 
-def evaluate(data: list[dict[str, Any]], *, shares: list[float]) -> None:
+def nearest_and_asked(
+    wanted: Sequence[Hashable],
+    *,
+    nearest: dict[Hashable, float],
+    cosine: npt.NDArray[np.float32],
+    rows: dict[Hashable, int],
+) -> dict[Hashable, float]:
+    """What the pgvector path gives rank: the nearest, and the cosines of the ids it asks for."""
+    return {**nearest, **{doc_id: float(cosine[rows[doc_id]]) for doc_id in wanted}}
+
+
+def persons(
+    data: list[dict[str, Any]], *, embedder: Any, one_person: bool
+) -> list[tuple[list[RecallDoc], list[tuple[str, list[Hashable]]]]]:
+    """Each history's docs (with vectors) and its questions (text, evidence ids), categories
+    1-4 with evidence among the turns; one history of every conversation with `one_person`
+    (ids and sessions then keyed by the conversation too)."""
     count_tokens = token_counter()
+    found: list[tuple[list[RecallDoc], list[tuple[str, list[Hashable]]]]] = []
+    for number, sample in enumerate(data):
+        docs = conversation_docs(sample["conversation"], captions=True, count_tokens=count_tokens)
+        attach_vectors(docs, embedder.embed_passages)
+        known = {doc.id for doc in docs}
+        questions: list[tuple[str, list[Hashable]]] = []
+        for question in sample["qa"]:
+            gold = [g for g in normalise_evidence(question.get("evidence", [])) if g in known]
+            if question.get("category") in CATEGORIES and gold:
+                questions.append((question["question"], gold))
+        if one_person:
+            docs = [
+                dataclasses.replace(d, id=(number, d.id), session_key=(number, d.session_key))
+                for d in docs
+            ]
+            questions = [(text, [(number, g) for g in gold]) for text, gold in questions]
+        found.append((docs, questions))
+    if one_person:
+        return [
+            (
+                [d for docs, _ in found for d in docs],
+                [question for _, questions in found for question in questions],
+            )
+        ]
+    return found
+
+
+def evaluate(data: list[dict[str, Any]], *, shares: list[float], one_person: bool) -> None:
     embedder = load_embedder()
     recalls: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     kept_of_exact: dict[str, list[float]] = defaultdict(list)
-    for sample in data:
-        docs = conversation_docs(sample["conversation"], captions=True, count_tokens=count_tokens)
-        attach_vectors(docs, embedder.embed_passages)
+    for docs, questions in persons(data, embedder=embedder, one_person=one_person):
         index = RecallIndex.build(docs)
         assert index.vectors is not None
         bits = np.packbits(index.vectors > 0, axis=1)
-        known = {doc.id for doc in docs}
-        for question in sample["qa"]:
-            gold = [g for g in normalise_evidence(question.get("evidence", [])) if g in known]
-            if question.get("category") not in CATEGORIES or not gold:
-                continue
-            text = question["question"]
+        rows = {doc_id: row for row, doc_id in enumerate(index.ids)}
+        for text, gold in questions:
             query_vector = np.asarray(embedder.embed_query(text), dtype=np.float32)
             cosine = hybrid._cosine(index, query_vector)
             assert cosine is not None
@@ -103,6 +147,10 @@ def evaluate(data: list[dict[str, Any]], *, shares: list[float]) -> None:
                 given = {index.ids[row]: float(cosine[row]) for row in nearest}
                 variants[f"nearest only {share:.0%}"] = [
                     h.id for h in rank(index, text, top_k=max(KS), dense_scores=given)
+                ]
+                asked = partial(nearest_and_asked, nearest=given, cosine=cosine, rows=rows)
+                variants[f"nearest + asked {share:.0%}"] = [
+                    h.id for h in rank(index, text, top_k=max(KS), dense_scores=asked)
                 ]
                 estimated = hamming_fit_cosines(
                     cosine=cosine, bits=bits, query_bits=query_bits, kept=kept
@@ -137,12 +185,19 @@ def main() -> None:
         default="0.02,0.05,0.1,0.2",
         help="comma-separated shares of each conversation that keep their exact cosine",
     )
+    parser.add_argument(
+        "--one-person",
+        action="store_true",
+        help="every conversation as one person's history (more word matches than "
+        "DENSE_LEXICAL_ROWS; the shares are of the whole)",
+    )
     args = parser.parse_args()
     if not args.data.exists():
         raise SystemExit(f"No data at {args.data} (see shared/data/locomo-dev/README.md).")
     evaluate(
         json.loads(args.data.read_text()),
         shares=[float(share) for share in args.shares.split(",")],
+        one_person=args.one_person,
     )
 
 
