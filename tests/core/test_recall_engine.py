@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 from collections.abc import Hashable, Sequence
@@ -580,6 +581,40 @@ def test_given_dense_scores_rank_as_the_index_own_vectors_do(mode: Mode) -> None
         [hit.dense_score for hit in own], abs=5e-3
     )
     assert [hit.signals for hit in given] == [hit.signals for hit in own]
+
+
+def test_given_dense_scores_by_message_number_rank_as_by_any_id() -> None:
+    # Message ids are ints: the index finds them by its sorted ids, not a dict.
+    named = conversation(vectors=False)
+    numbered = [dataclasses.replace(d, id=1000 - row) for row, d in enumerate(named)]
+    query_vector = _unit([1.0, 0.2, 0.1])
+    by_name = cosines(conversation(vectors=True), query_vector)
+    by_number = {1000 - row: by_name[d.id] for row, d in enumerate(named)}
+    by_number[5] = 0.99  # not in the index: ignored
+
+    for mode in ("hybrid", "semantic"):
+        a = rank(RecallIndex.build(named), "kitten cat", top_k=4, mode=mode, dense_scores=by_name)
+        b = rank(
+            RecallIndex.build(numbered), "kitten cat", top_k=4, mode=mode, dense_scores=by_number
+        )
+        assert [1000 - int(str(hit.id)[1:]) for hit in a] == ids(b)
+        assert [hit.score for hit in a] == [hit.score for hit in b]
+
+
+@pytest.mark.parametrize("kind", [int, str])
+def test_rows_of_finds_each_id_and_minus_one_for_the_others(kind: type) -> None:
+    held = [kind(i) for i in (97, 3, 50, 12, 7)]
+    index = RecallIndex.build([doc(i, f"line {i}") for i in held])
+    before = index.memory_bytes()
+
+    rows = index.rows_of([kind(50), kind(97), kind(4), kind(7), kind(1000), None, True, "3"])
+
+    expected = [2, 0, -1, 4, -1, -1, -1, 1 if kind is str else -1]
+    assert rows.tolist() == expected
+    assert index.rows_of([]).tolist() == []
+    if kind is int:
+        assert index.memory_bytes() == before + 16 * len(held)  # the sorted ids and their rows
+    assert RecallIndex.build([]).rows_of([1, "a"]).tolist() == [-1, -1]
 
 
 def test_a_message_without_a_given_dense_score_counts_as_not_embedded() -> None:

@@ -4,6 +4,7 @@ tie must stay what a whole rebuild would give."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -57,6 +58,27 @@ def test_an_extended_index_is_the_index_of_all_the_docs(seed):
         index = index.extended(docs[low:high])
 
     assert_same_index(index, whole)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_an_extended_index_carries_its_row_lookup_forward(seed):
+    rng = random.Random(seed)
+    # Ids in any order, negatives too: the merge must keep them sorted.
+    numbers = rng.sample(range(-500, 500), 50)
+    docs = [dataclasses.replace(d, id=n) for d, n in zip(chat_docs(rng, 50), numbers, strict=True)]
+    index = RecallIndex.build(docs[:20])
+    index.rows_of([])  # the lookup is made at the first call
+
+    index = index.extended(docs[20:35]).extended(docs[35:])
+
+    assert isinstance(index.row_lookup, tuple)  # carried over, not made again
+    keys, rows = index.row_lookup
+    made_keys, made_rows = RecallIndex.build(docs)._make_row_lookup()  # type: ignore[misc]
+    assert keys.tolist() == made_keys.tolist()
+    assert rows.tolist() == made_rows.tolist()
+    assert index.rows_of([*numbers, 10_000]).tolist() == [*range(50), -1]
+    # An index that never needed one makes none for its extension either.
+    assert RecallIndex.build(docs[:20]).extended(docs[20:]).row_lookup is None
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -451,14 +451,12 @@ def _given_cosine(
     given = np.zeros(len(index), dtype=np.bool_)
     if not dense_scores:
         return cosine, given
-    # An id-to-row map per query (about 4 ms at 100,000 messages, 0.2 ms at 5,000): the index
-    # keeps none, and the database scan that produced the scores costs more.
-    rows = dict(zip(index.ids, range(len(index)), strict=True))
-    for doc_id, score in dense_scores.items():
-        row = rows.get(doc_id)
-        if row is not None:
-            cosine[row] = score
-            given[row] = True
+    rows = index.rows_of(list(dense_scores))
+    values = np.fromiter(dense_scores.values(), dtype=np.float32, count=len(dense_scores))
+    held = rows >= 0  # ids not in the index are ignored
+    rows = rows[held]
+    cosine[rows] = values[held]
+    given[rows] = True
     return cosine, given
 
 

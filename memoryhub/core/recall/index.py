@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +63,19 @@ def epoch_seconds(moment: datetime) -> float:
     return moment.timestamp()
 
 
+def _int64s(values: Sequence[Hashable]) -> bool:
+    """Whether every value is an int that fits int64 (bool, an int subclass, is not)."""
+    if not all(type(value) is int for value in values):
+        return False
+    numbers = cast(Sequence[int], values)
+    return not numbers or (min(numbers) >= -(2**63) and max(numbers) < 2**63)
+
+
+def _frozen(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    array.setflags(write=False)
+    return array
+
+
 def name_words(name: str) -> tuple[str, ...]:
     """A speaker's name as the lower-case words a query would spell it with."""
     return tuple(words(name))
@@ -94,6 +107,7 @@ class RecallIndex:
         "post_tf",
         "post_weights",
         "prev_index",
+        "row_lookup",
         "session_index",
         "session_keys",
         "session_order",
@@ -159,6 +173,9 @@ class RecallIndex:
     speaker_terms_of: dict[str, tuple[int, ...]]
     token_counts: npt.NDArray[np.int64]
     time_expressions: bool
+    # What `rows_of` finds ids with, made at its first call (most indexes never need it): the
+    # ids sorted and their rows when every id is an int (message ids), else a dict.
+    row_lookup: tuple[npt.NDArray[np.int64], npt.NDArray[np.intp]] | dict[Hashable, int] | None
 
     def neighbour_ids(self, row: int) -> tuple[Hashable | None, Hashable | None]:
         """The ids of the messages just before and after `row` in its session, as the index
@@ -172,9 +189,62 @@ class RecallIndex:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def rows_of(self, ids: Sequence[Hashable]) -> npt.NDArray[np.intp]:
+        """The row of each of `ids`, -1 for an id the index does not hold.
+
+        For cosines computed elsewhere (pgvector's, by message id): a dict from id to row cost
+        4.1 ms a query at 100,000 messages; the sorted ids (16 bytes a message, made in ~6 ms
+        at the first call and carried over by `extended`) place 1,564 given cosines in
+        0.15-0.19 ms."""
+        lookup = self.row_lookup
+        if lookup is None:
+            # Two threads may both make it: the same value, and the later assignment wins.
+            lookup = self.row_lookup = self._make_row_lookup()
+        if isinstance(lookup, dict):
+            return np.fromiter((lookup.get(i, -1) for i in ids), dtype=np.intp, count=len(ids))
+        keys, rows = lookup
+        integer = np.fromiter((type(i) is int for i in ids), dtype=np.bool_, count=len(ids))
+        wanted = np.fromiter(
+            (i if type(i) is int else 0 for i in ids), dtype=np.int64, count=len(ids)
+        )
+        if not keys.size:
+            return np.full(len(ids), -1, dtype=np.intp)
+        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        found = (np.take(keys, at) == wanted) & integer
+        return np.where(found, np.take(rows, at), -1)
+
     @property
     def has_vectors(self) -> bool:
         return bool(self.vector_mask.any())
+
+    def _make_row_lookup(
+        self,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp]] | dict[Hashable, int]:
+        ids = self.ids
+        if _int64s(ids):
+            keys = np.fromiter(ids, dtype=np.int64, count=len(ids))
+            order = np.argsort(keys, kind="stable")
+            return _frozen(np.take(keys, order)), _frozen(order)
+        return dict(zip(ids, range(len(ids)), strict=True))
+
+    def _row_lookup_with(
+        self, docs: Sequence[RecallDoc]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp]] | None:
+        """This index's sorted-id lookup with `docs` as the rows after its own (None when it has
+        none yet, or a new id is not an int): merged in O(n), where sorting again cost ~6 ms at
+        100,000 messages on every search after an append."""
+        lookup = self.row_lookup
+        added = [doc.id for doc in docs]
+        if not isinstance(lookup, tuple) or not _int64s(added):
+            return None
+        keys, rows = lookup
+        new = np.fromiter(added, dtype=np.int64, count=len(added))
+        order = np.argsort(new, kind="stable")
+        at = np.searchsorted(keys, np.take(new, order))
+        return (
+            _frozen(np.insert(keys, at, np.take(new, order))),
+            _frozen(np.insert(rows, at, order + len(self.ids))),
+        )
 
     def session_last_positions(self) -> dict[Hashable, int]:
         """Each session's highest position in the index, by session key."""
@@ -203,6 +273,11 @@ class RecallIndex:
         )
         ids = sys.getsizeof(self.ids) + sum(map(sys.getsizeof, self.ids))
         keys = sys.getsizeof(self.session_keys) + sum(map(sys.getsizeof, self.session_keys))
+        lookup = self.row_lookup
+        if isinstance(lookup, tuple):
+            arrays += sum(array.nbytes for array in lookup)
+        elif lookup is not None:
+            arrays += sys.getsizeof(lookup)
         return arrays + vocabulary + ids + keys
 
     @classmethod
@@ -234,6 +309,7 @@ class RecallIndex:
         index.time_expressions = self.time_expressions
         index._analyse(docs, base=self, vectors=vectors or {})
         index._assemble(base=self)
+        index.row_lookup = self._row_lookup_with(docs)
         return index
 
     def _analyse(
@@ -413,6 +489,7 @@ class RecallIndex:
         """What depends on every doc (neighbours, postings, BM25 weights, the length prior),
         from the per-doc columns, in numpy (the postings from `base`'s, when extending it);
         then every array made read-only."""
+        self.row_lookup = None
         self._link_sessions()
         if base is None:
             self._index_terms()
