@@ -9,7 +9,7 @@ exact int8 cosine for a share of the messages (at least 10):
 
 - **nearest only**: the nearest share by exact cosine, the others counted as messages without a
   vector (`rank(dense_scores=...)`). It is what the pgvector path did until rank asked for more
-  (sessions_app.recall: the person's DENSE_CANDIDATES = 1,000 nearest from the database), so
+  (sessions_app.recall: the person's 1,000 nearest from the database, DENSE_CANDIDATES then), so
   for a person with more than 1,000 messages it ranked like this at the share 1,000 / messages
   (there with pgvector's cosines of the float vectors, here the index's int8 ones).
 - **nearest + asked**: the pgvector path as it is: the nearest share, and the messages rank asks

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.db.models import F
+from django.db.models import BooleanField, F
 from django.db.models.expressions import RawSQL
 
 from sessions_app.models import MessageVector
@@ -88,6 +88,14 @@ def embeddings_store(
         )
 
 
+def _one_of(table: str, ids: Sequence[int]) -> RawSQL:
+    """`message_id = ANY(array)`: one parameter, where `message_id__in` would make Django
+    build and psycopg adapt one placeholder per id (~500 of them for each search)."""
+    return RawSQL(  # noqa: S611 (the table name is ours)
+        f"{table}.message_id = ANY(%s::bigint[])", (list(ids),), output_field=BooleanField()
+    )
+
+
 def nearest_messages(
     *,
     tenant_id: int,
@@ -138,9 +146,9 @@ def nearest_messages(
             .values_list("message_id", "similarity")[:limit]
         )
         if also_ids:
-            # By their unique message_id index, in the same round trip; a message in both
-            # branches comes twice with the same cosine.
-            also = rows.filter(message_id__in=list(also_ids)).annotate(similarity=similarity)
+            # By the primary key, in the same round trip; a message in both branches comes
+            # twice with the same cosine.
+            also = rows.filter(_one_of(table, also_ids)).annotate(similarity=similarity)
             nearest = nearest.union(also.values_list("message_id", "similarity"), all=True)
         return {message_id: float(found) for message_id, found in nearest if found is not None}
     distance = RawSQL(f"{table}.embedding <=> %s::vector", [literal])  # noqa: S611
@@ -150,7 +158,7 @@ def nearest_messages(
         .values_list("message_id", "distance")[:limit]
     )
     if also_ids:
-        also = rows.filter(message_id__in=list(also_ids)).annotate(distance=distance)
+        also = rows.filter(_one_of(table, also_ids)).annotate(distance=distance)
         nearest = nearest.union(also.values_list("message_id", "distance"), all=True)
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
         # pgvector 0.8: an HNSW scan goes on until `limit` rows pass the person filter (by

@@ -82,11 +82,13 @@ class Token(NamedTuple):
 
 # With pgvector, the dense side sees the person's nearest messages and the ones rank asks for
 # besides (its best lexical matches and a sample: hybrid.DENSE_LEXICAL_ROWS); the others count
-# as not embedded. On LoCoMo's five dev conversations as one person (2,760 messages), with the
-# nearest alone, hybrid R@10 was 80.2 with every cosine, 80.1 with the nearest 1,000, 79.8 with
-# 500, 78.9 with 200; per conversation at 1-5 % nearest, rank's asking keeps 98 % of the exact
-# top 10 where the nearest alone kept 74-76 %. Semantic hits need far fewer.
-DENSE_CANDIDATES = 1000
+# as not embedded. With the nearest alone (up to 1,000 until rank asked), LoCoMo's five dev
+# conversations as one person (2,760 messages, bench/recall_partial_cosines.py --one-person)
+# kept 76-87 % of the exact top 10 with the nearest 100-1,000; with rank's asking 95.0 / 95.3 /
+# 95.7 / 96.2 % with the nearest 100 / 200 / 500 / 1,000. So 200: the statement returns ~760
+# rows instead of 1,000, and a search costs what it did (10,000 messages on pgvector: 15-18 ms
+# in-process either way). Semantic hits need far fewer.
+DENSE_CANDIDATES = 200
 
 
 @cache
