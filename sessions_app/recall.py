@@ -675,6 +675,24 @@ def _nearest_in_database(
     return {message_id: cosine for message_id, cosine in nearest.items()} or None
 
 
+class _DatabaseCosines:
+    """The cosines pgvector gives rank (`_nearest_in_database`), fetched at its first call: the
+    search may rank twice (filters applied after ranking, then all if still short), with the
+    same lexical scores and so the same ids asked for. `found` is None when no cosine came
+    (the query could not be embedded): hybrid then ran as lexical."""
+
+    def __init__(self, fetch: Callable[[Sequence[Hashable]], dict[Hashable, float] | None]) -> None:
+        self._fetch = fetch
+        self._fetched = False
+        self.found: dict[Hashable, float] | None = None
+
+    def __call__(self, also_ids: Sequence[Hashable]) -> dict[Hashable, float] | None:
+        if not self._fetched:
+            self.found = self._fetch(also_ids)
+            self._fetched = True
+        return self.found
+
+
 def message_recall(
     *,
     tenant: Tenant,
@@ -717,7 +735,7 @@ def message_recall(
         rank_empty_check(query)
         return RecallResult(mode="lexical" if mode == "hybrid" else mode, hits=[])
     query_vector: Callable[[], Any] | None = None
-    dense_scores: Callable[[Sequence[Hashable]], dict[Hashable, float] | None] | None = None
+    dense_scores: _DatabaseCosines | None = None
     database_embedder = _database_embedder() if mode != "lexical" else None
     if database_embedder is None and mode != "lexical":
         # Waited for inside rank, once its lexical part is done: a vector embedded ahead
@@ -726,19 +744,21 @@ def message_recall(
     elif database_embedder is not None:
         rank_empty_check(query)  # before a round trip for nothing
         # Called inside rank, once its lexical part has chosen the other messages it needs.
-        dense_scores = partial(
-            _nearest_in_database,
-            embedder=database_embedder,
-            query=query,
-            tenant=tenant,
-            end_user=end_user,
-            limit=max(DENSE_CANDIDATES, top_k),
-            person_messages=len(index),
-            session_id=session_id,
-            role=role,
-            since=since,
-            until=until,
-            exclude_ids=exclude_ids,
+        dense_scores = _DatabaseCosines(
+            partial(
+                _nearest_in_database,
+                embedder=database_embedder,
+                query=query,
+                tenant=tenant,
+                end_user=end_user,
+                limit=max(DENSE_CANDIDATES, top_k),
+                person_messages=len(index),
+                session_id=session_id,
+                role=role,
+                since=since,
+                until=until,
+                exclude_ids=exclude_ids,
+            )
         )
     if mode == "semantic" and query_vector is None and dense_scores is None:
         rank_empty_check(query)
@@ -780,7 +800,7 @@ def message_recall(
         ]
         if len(found) >= top_k or fetch >= len(index) or len(hits) < fetch:
             # Hybrid without a vector (embeddings failing, no dense score) ran as lexical.
-            has_dense = dense_scores is not None or (
+            has_dense = (dense_scores is not None and dense_scores.found is not None) or (
                 query_vector is not None and query_vector() is not None
             )
             return RecallResult(

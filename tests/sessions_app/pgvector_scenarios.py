@@ -20,6 +20,7 @@ from memoryhub.llm.embeddings import embed_query_cached, get_embedder
 from sessions_app import pgvector, recall
 from sessions_app.models import Message, MessageVector
 from tests.helpers import client_for
+from tests.sessions_app import test_message_recall
 from tests.sessions_app.test_message_recall import PUPPY, SEARCH, TURNS, chat, contents, search
 
 pytestmark = [
@@ -171,6 +172,16 @@ def test_a_lexical_match_beyond_the_nearest_gets_its_own_cosine(owner, tenant, m
     assert hit["dense_score"] == pytest.approx(own[kitchen.pk], abs=1e-5)
     assert kitchen.pk in calls[0]["also_ids"]
     assert len([q for q in queries.captured_queries if "<=>" in q["sql"]]) == 1
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+def test_a_query_that_cannot_be_embedded_degrades_to_words_here_too(
+    owner, monkeypatch, mode
+) -> None:
+    # The dense side is asked for inside rank now: the search must still tell it ran lexical.
+    test_message_recall.test_a_query_that_cannot_be_embedded_degrades_to_words_and_says_so(
+        owner, monkeypatch, mode
+    )
 
 
 def test_the_database_filters_run_before_the_nearest_are_taken(owner, tenant) -> None:
