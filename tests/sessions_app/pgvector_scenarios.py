@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Iterator
+from functools import partial
 
 import numpy as np
 import pytest
@@ -206,6 +207,14 @@ def test_another_tenants_or_persons_vectors_are_never_candidates(
     ana = person(tenant, "ana")
     embedder = get_embedder()
     assert embedder is not None
+    anas_nearest = partial(
+        pgvector.nearest_messages,
+        tenant_id=tenant.pk,
+        end_user_id=ana.pk,
+        model=embedder.model_name,
+        query_vector=embed_query_cached(PARAPHRASE),
+        person_messages=0 if route == "exact" else pgvector.HNSW_FROM_MESSAGES,
+    )
 
     with transaction.atomic(), connection.cursor() as cursor:
         # A table this small is read whole and sorted; make the planner prefer any index that
@@ -213,14 +222,7 @@ def test_another_tenants_or_persons_vectors_are_never_candidates(
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute("SET LOCAL enable_sort = off")
         with CaptureQueriesContext(connection) as queries:
-            nearest = pgvector.nearest_messages(
-                tenant_id=tenant.pk,
-                end_user_id=ana.pk,
-                model=embedder.model_name,
-                query_vector=embed_query_cached(PARAPHRASE),
-                limit=1000,
-                person_messages=0 if route == "exact" else pgvector.HNSW_FROM_MESSAGES,
-            )
+            nearest = anas_nearest(limit=1000)
         cursor.execute("EXPLAIN " + next(q["sql"] for q in queries if "<=>" in q["sql"]))
         plan = "\n".join(row[0] for row in cursor.fetchall())
         # Below the threshold the order is one no vector index can serve: exact, always.
@@ -236,15 +238,7 @@ def test_another_tenants_or_persons_vectors_are_never_candidates(
     assert list(nearest.values()) == sorted(nearest.values(), reverse=True)
     # The ids rank asks for besides the nearest are filtered as the nearest are: every message
     # in the database asked for, only Ana's come back.
-    asked = pgvector.nearest_messages(
-        tenant_id=tenant.pk,
-        end_user_id=ana.pk,
-        model=embedder.model_name,
-        query_vector=embed_query_cached(PARAPHRASE),
-        limit=1,
-        person_messages=0 if route == "exact" else pgvector.HNSW_FROM_MESSAGES,
-        also_ids=list(Message.objects.values_list("pk", flat=True)),
-    )
+    asked = anas_nearest(limit=1, also_ids=list(Message.objects.values_list("pk", flat=True)))
     assert set(asked) == anas
     assert asked == {message_id: nearest[message_id] for message_id in asked}
     for mode in ("hybrid", "semantic"):
