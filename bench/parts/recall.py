@@ -10,9 +10,11 @@ On gunicorns of its own (embeddings on; and off, for the appends' baseline):
   and the embedder's throughput (message_vectors_compute on a fresh session);
 - appends with embeddings on vs off, alternating rounds, as the llm part does for summaries.
 
-The history is bulk-loaded once (raw SQL) and its vectors are random unit vectors, stored as the
-worker stores real ones: the search's speed does not depend on what they mean, and embedding
-100,000 messages would take the embedder most of an hour on this machine.
+The history is bulk-loaded once (raw SQL). Its vectors are random unit vectors, stored as the
+worker stores real ones: the in-process search's speed does not depend on what they mean. Where
+pgvector serves they are the texts' own embeddings, computed once at the load (~5 minutes at
+100,000 messages), because an HNSW index's speed does depend on it (random vectors are its
+worst case) and the person is then another one (`person_external_id(..., embedded=True)`).
 """
 
 from __future__ import annotations
@@ -191,8 +193,10 @@ class RecallSetup:
     table_rows: int  # sessions_app_message, all tenants
 
 
-def person_external_id(rows: int) -> str:
-    return f"bench:recall-{rows}"
+def person_external_id(rows: int, *, embedded: bool = False) -> str:
+    """The bench person of `rows` messages; `embedded`: the one whose vectors are their texts'
+    embeddings (where pgvector serves), not random ones."""
+    return f"bench:recall-{rows}" + ("-embedded" if embedded else "")
 
 
 def random_unit_vectors(count: int, dimensions: int, seed: int) -> Any:
@@ -204,7 +208,7 @@ def random_unit_vectors(count: int, dimensions: int, seed: int) -> Any:
     return matrix
 
 
-def store_random_vectors(
+def store_vectors(
     *,
     conn: Any,
     tenant_id: int,
@@ -215,18 +219,24 @@ def store_random_vectors(
     seed: int,
     pgvector: bool,
 ) -> int:
-    """A random unit vector of `model` for every message of the sessions, in the worker's
-    storage format (float32 little-endian), with one binary COPY; with pgvector also its
-    `embedding` column, through the app's own writer."""
-    ids = [
-        row[0]
-        for row in conn.execute(
-            "SELECT id FROM sessions_app_message WHERE session_id = ANY(%s) ORDER BY id",
-            (session_ids,),
-        ).fetchall()
-    ]
+    """A vector of `model` for every message of the sessions, in the worker's storage format
+    (float32 little-endian), with one binary COPY: a random unit vector, or with pgvector the
+    message's embedding (computed here, as the worker would) also written to its `embedding`
+    column through the app's own writer. An HNSW index's cost depends on what the vectors
+    mean: random ones in 384 dimensions have no neighbourhoods, its worst case (the
+    twenty-second round: nearest 200 in ~27 ms against ~4-6 ms on these texts' embeddings)."""
+    rows = conn.execute(
+        "SELECT id, name, role, content FROM sessions_app_message WHERE session_id = ANY(%s) "
+        "ORDER BY id",
+        (session_ids,),
+    ).fetchall()
+    ids = [row[0] for row in rows]
+    matrix = (
+        embedded_vectors([row[1:] for row in rows])
+        if pgvector
+        else random_unit_vectors(len(ids), dimensions, seed)
+    )
     now = dt.datetime.now(dt.UTC)
-    chunk = 10_000
     # PostgreSQL refuses COPY FROM into a table whose row-level security applies to the role
     # (the bench's plain role): COPY into a temporary table, then one INSERT ... SELECT.
     columns = "message_id, tenant_id, end_user_id, model, vector, created_at"
@@ -239,20 +249,17 @@ def store_random_vectors(
         cursor.copy(f"COPY bench_vectors ({columns}) FROM STDIN (FORMAT BINARY)") as copy,
     ):
         copy.set_types(["bigint", "bigint", "bigint", "text", "bytea", "timestamptz"])
-        for start in range(0, len(ids), chunk):
-            part = ids[start : start + chunk]
-            matrix = random_unit_vectors(len(part), dimensions, seed + start)
-            for row, message_id in enumerate(part):
-                copy.write_row(
-                    (
-                        message_id,
-                        tenant_id,
-                        end_user_id,
-                        model,
-                        matrix[row].astype("<f4").tobytes(),
-                        now,
-                    )
+        for row, message_id in enumerate(ids):
+            copy.write_row(
+                (
+                    message_id,
+                    tenant_id,
+                    end_user_id,
+                    model,
+                    matrix[row].astype("<f4").tobytes(),
+                    now,
                 )
+            )
     conn.execute(
         f"INSERT INTO sessions_app_messagevector ({columns}) SELECT {columns} FROM bench_vectors"
     )
@@ -263,14 +270,38 @@ def store_random_vectors(
 
         from sessions_app.pgvector import embeddings_store
 
-        for start in range(0, len(ids), chunk):
-            part = ids[start : start + chunk]
-            matrix = random_unit_vectors(len(part), dimensions, seed + start)  # the same vectors
-            blobs = [(mid, matrix[row].astype("<f4").tobytes()) for row, mid in enumerate(part)]
-            for at in range(0, len(blobs), PGVECTOR_BATCH):
-                with transaction.atomic():
-                    embeddings_store(vectors=blobs[at : at + PGVECTOR_BATCH])
+        blobs = [(mid, matrix[row].astype("<f4").tobytes()) for row, mid in enumerate(ids)]
+        for at in range(0, len(blobs), PGVECTOR_BATCH):
+            with transaction.atomic():
+                embeddings_store(vectors=blobs[at : at + PGVECTOR_BATCH])
     return len(ids)
+
+
+def embedded_vectors(messages: list[tuple[str, str, str]]) -> Any:
+    """The embedding of each (name, role, content), as the worker computes it (the passage
+    text and the configured embedder), in chunks with progress: ~5 minutes at 100,000 short
+    messages on the 2-core machine, once per person."""
+    import numpy as np
+
+    from memoryhub.llm.embeddings import get_embedder
+    from sessions_app.recall import passage_text, speaker_of
+
+    embedder = get_embedder()
+    if embedder is None:
+        raise BenchError("the recall part needs embeddings on")
+    texts = [
+        passage_text(speaker=speaker_of(name=name, role=role), content=content)
+        for name, role, content in messages
+    ]
+    chunk = 10_000
+    parts = []
+    started = time.perf_counter()
+    for start in range(0, len(texts), chunk):
+        parts.append(np.asarray(embedder.embed_passages(texts[start : start + chunk])))
+        done = min(start + chunk, len(texts))
+        seconds = time.perf_counter() - started
+        say(f"           embedded {done:,} of {len(texts):,} ({seconds:.0f} s)")
+    return np.concatenate(parts) if parts else np.zeros((0, embedder.dimensions), np.float32)
 
 
 def ensure_person(
@@ -283,7 +314,7 @@ def ensure_person(
     from memoryhub.accounts.models import EndUser
     from sessions_app.models import Session
 
-    external_id = person_external_id(rows)
+    external_id = person_external_id(rows, embedded=pgvector)
     person, _ = EndUser.objects.get_or_create(tenant=tenant, external_id=external_id)
     marker, probe_marker = f"recall-{rows}", f"recall-probe-{rows}"
     wanted_sessions = math.ceil(rows / SESSION_MESSAGES)
@@ -309,7 +340,8 @@ def ensure_person(
         if counts != (rows, rows, wanted_sessions + 1) or len(history) != wanted_sessions:
             say(
                 f"loading {rows:,} messages of {external_id} in {wanted_sessions:,} sessions, "
-                "with random vectors (once; later runs reuse them)"
+                + ("with their texts' embeddings" if pgvector else "with random vectors")
+                + " (once; later runs reuse them)"
             )
             started = time.perf_counter()
             for sql in (
@@ -363,7 +395,7 @@ def ensure_person(
                 "AS a WHERE s.id = a.session_id",
                 (history,),
             )
-            store_random_vectors(
+            store_vectors(
                 conn=conn,
                 tenant_id=tenant.pk,
                 end_user_id=person.pk,
@@ -698,7 +730,12 @@ def measure_size(*, setup: Setup, server: Gunicorn, person: RecallPerson, index:
     secret = recall.secret
     say(
         f"\nperson     {person.external_id}: {person.rows:,} messages in "
-        f"{len(person.sessions):,} sessions, each with a random unit vector of {recall.model}"
+        f"{len(person.sessions):,} sessions, each with "
+        + (
+            f"its text's embedding by {recall.model}"
+            if recall.pgvector
+            else f"a random unit vector of {recall.model}"
+        )
     )
     questions = question_stream(config.recall_searches, seed=100 + index)
     say(
@@ -1169,14 +1206,14 @@ def run(setup: Setup) -> RecallResult:
         f"sessions_app_message holds {recall.table_rows:,} rows"
     )
     say(
-        "vectors    the histories' vectors are random unit vectors (stored as the worker stores "
-        "real ones):\n           the search's speed does not depend on what they mean, and "
-        "the embedder takes ~5 ms CPU a\n           message (100,000: ~8 minutes)"
-        + (
-            "; pgvector holds them too: the dense side is the database's"
-            if recall.pgvector
-            else "; no pgvector: each worker's index holds them"
-        )
+        "vectors    the histories' texts' embeddings (computed once at the load): pgvector "
+        "holds them,\n           the dense side is the database's, and its HNSW index's speed "
+        "depends on what they mean"
+        if recall.pgvector
+        else "vectors    the histories' vectors are random unit vectors (stored as the worker "
+        "stores real ones):\n           the search's speed does not depend on what they mean, "
+        "and the embedder takes ~3-5 ms CPU a\n           message; no pgvector: each worker's "
+        "index holds them"
     )
     say(
         "API        GET /api/v1/messages/search/?q=...&user_id=...&mode=hybrid&top_k="
