@@ -82,10 +82,11 @@ def nearest_and_asked(
     *,
     nearest: dict[Hashable, float],
     cosine: npt.NDArray[np.float32],
-    rows: dict[Hashable, int],
+    index: RecallIndex,
 ) -> dict[Hashable, float]:
     """What the pgvector path gives rank: the nearest, and the cosines of the ids it asks for."""
-    return {**nearest, **{doc_id: float(cosine[rows[doc_id]]) for doc_id in wanted}}
+    asked = np.take(cosine, index.rows_of(wanted)).tolist()
+    return {**nearest, **dict(zip(wanted, asked, strict=True))}
 
 
 def persons(
@@ -130,7 +131,6 @@ def evaluate(data: list[dict[str, Any]], *, shares: list[float], one_person: boo
         index = RecallIndex.build(docs)
         assert index.vectors is not None
         bits = np.packbits(index.vectors > 0, axis=1)
-        rows = {doc_id: row for row, doc_id in enumerate(index.ids)}
         for text, gold in questions:
             query_vector = np.asarray(embedder.embed_query(text), dtype=np.float32)
             cosine = hybrid._cosine(index, query_vector)
@@ -148,7 +148,7 @@ def evaluate(data: list[dict[str, Any]], *, shares: list[float], one_person: boo
                 variants[f"nearest only {share:.0%}"] = [
                     h.id for h in rank(index, text, top_k=max(KS), dense_scores=given)
                 ]
-                asked = partial(nearest_and_asked, nearest=given, cosine=cosine, rows=rows)
+                asked = partial(nearest_and_asked, nearest=given, cosine=cosine, index=index)
                 variants[f"nearest + asked {share:.0%}"] = [
                     h.id for h in rank(index, text, top_k=max(KS), dense_scores=asked)
                 ]

@@ -28,7 +28,7 @@ from memoryhub.llm.embeddings import Embedder, get_embedder, vector_to_bytes
 from sessions_app.models import Message, MessageVector, Session
 from sessions_app.pending import pending_claim, pending_enqueue_after_append, pending_finish
 from sessions_app.pgvector import embeddings_store, pgvector_enabled
-from sessions_app.recall import passage_text, speaker_of
+from sessions_app.recall import message_passage
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ def message_vectors_compute(
             return done
         vectors = embedder.embed_passages(
             [
-                passage_text(speaker=speaker_of(name=name, role=role), content=content)
+                message_passage(name=name, role=role, content=content)
                 for _, name, role, content in rows
             ]
         )

@@ -101,6 +101,11 @@ def passage_text(*, speaker: str, content: str) -> str:
     return f"{speaker}: {content}" if speaker else content
 
 
+def message_passage(*, name: str, role: str, content: str) -> str:
+    """`passage_text` of a message's columns: what the embedding worker embeds for it."""
+    return passage_text(speaker=speaker_of(name=name, role=role), content=content)
+
+
 def speaker_of(*, name: str, role: str) -> str:
     return name or role
 
@@ -664,7 +669,7 @@ def _nearest_in_database(
         query_vector=vector,
         limit=limit,
         person_messages=person_messages,
-        also_ids=[message_id for message_id in also_ids if isinstance(message_id, int)],
+        also_ids=cast(Sequence[int], also_ids),  # the index's ids are message ids
         session_id=session_id,
         role=role,
         since=since,

@@ -225,6 +225,8 @@ def store_vectors(
     column through the app's own writer. An HNSW index's cost depends on what the vectors
     mean: random ones in 384 dimensions have no neighbourhoods, its worst case (the
     twenty-second round: nearest 200 in ~27 ms against ~4-6 ms on these texts' embeddings)."""
+    import numpy as np
+
     rows = conn.execute(
         "SELECT id, name, role, content FROM sessions_app_message WHERE session_id = ANY(%s) "
         "ORDER BY id",
@@ -234,7 +236,14 @@ def store_vectors(
     matrix = (
         embedded_vectors([row[1:] for row in rows])
         if pgvector
-        else random_unit_vectors(len(ids), dimensions, seed)
+        else np.concatenate(
+            # Seeded per 10,000 rows, as they always were: a person loads the same vectors.
+            [
+                random_unit_vectors(len(ids[start : start + 10_000]), dimensions, seed + start)
+                for start in range(0, len(ids), 10_000)
+            ]
+            or [np.zeros((0, dimensions), np.float32)]
+        )
     )
     now = dt.datetime.now(dt.UTC)
     # PostgreSQL refuses COPY FROM into a table whose row-level security applies to the role
@@ -284,14 +293,13 @@ def embedded_vectors(messages: list[tuple[str, str, str]]) -> Any:
     import numpy as np
 
     from memoryhub.llm.embeddings import get_embedder
-    from sessions_app.recall import passage_text, speaker_of
+    from sessions_app.recall import message_passage
 
     embedder = get_embedder()
     if embedder is None:
         raise BenchError("the recall part needs embeddings on")
     texts = [
-        passage_text(speaker=speaker_of(name=name, role=role), content=content)
-        for name, role, content in messages
+        message_passage(name=name, role=role, content=content) for name, role, content in messages
     ]
     chunk = 10_000
     parts = []
