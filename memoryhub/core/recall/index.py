@@ -34,6 +34,10 @@ _NO_DAY = -1
 _POSTINGS_PER_SLICE = 500_000
 # Vectors quantized per slice at build time, for the same reason.
 _QUANTIZE_ROWS = 4096
+# From this many messages on the index also keeps each vector's sign bits (`sign_columns`, 48
+# bytes a message at 384 dimensions), and a hybrid ranking takes its cosines from a first pass
+# over them instead of the product over every vector (hybrid._first_pass_cosine).
+SIGN_BITS_FROM_ROWS = 50_000
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -113,6 +117,7 @@ class RecallIndex:
         "session_order",
         "session_starts",
         "sessions_in_order",
+        "sign_columns",
         "speaker_index",
         "speaker_names",
         "speaker_rows",
@@ -160,6 +165,10 @@ class RecallIndex:
     vectors: npt.NDArray[np.int8] | None
     vector_scales: npt.NDArray[np.float32]
     vector_mask: npt.NDArray[np.bool_]
+    # From SIGN_BITS_FROM_ROWS messages on (else None): the sign bits of each row's codes, 64 to
+    # a word, word by word (shape: words x rows), so that a Hamming distance is a few passes
+    # over contiguous columns (`hamming_distances`); rows without a vector are all zeros.
+    sign_columns: npt.NDArray[np.uint64] | None
     # What each doc was analysed into, kept so that `extended` analyses only the new docs (the
     # stemming and the time expressions were ~80 % of a build): session keys by number, each
     # doc's position, own stems (`terms[term_offsets[i]:term_offsets[i + 1]]`), speaker stems
@@ -455,6 +464,7 @@ class RecallIndex:
             self.vectors = None
             self.vector_scales = np.zeros(count, dtype=np.float32)
             self.vector_mask = mask
+            self.sign_columns = None
             return
         rows: list[int] = []
         block: list[npt.NDArray[np.float32]] = []
@@ -484,6 +494,30 @@ class RecallIndex:
         self.vectors = codes
         self.vector_scales = scales
         self.vector_mask = mask
+        self.sign_columns = (
+            _sign_columns_with(codes, base=base, changed=rows)
+            if count >= SIGN_BITS_FROM_ROWS
+            else None
+        )
+
+    def hamming_distances(self, codes: npt.NDArray[np.int8]) -> npt.NDArray[np.uint16]:
+        """Each row's Hamming distance from the sign bits of `codes` (one query's int8 codes, as
+        `quantized` makes them). Needs `sign_columns`."""
+        columns = self.sign_columns
+        assert columns is not None, "only an index of SIGN_BITS_FROM_ROWS rows keeps sign bits"
+        query = _sign_words(codes.reshape(1, -1))[0]
+        rows = columns.shape[1]
+        total = np.zeros(rows, dtype=np.uint16)
+        differing = np.empty(rows, dtype=np.uint64)
+        counted = np.empty(rows, dtype=np.uint8)
+        # Word by word over contiguous columns: 0.42 ms at 100,000 x 384 bits on the 2-core
+        # bench machine, where simsimd's Hamming kernel over the rows took 0.72-0.78 ms and
+        # numpy over the (rows x words) matrix 3.4 ms.
+        for word, column in zip(query.tolist(), columns, strict=True):
+            np.bitwise_xor(column, np.uint64(word), out=differing)
+            np.bitwise_count(differing, out=counted)
+            total += counted
+        return total
 
     def _assemble(self, *, base: RecallIndex | None) -> None:
         """What depends on every doc (neighbours, postings, BM25 weights, the length prior),
@@ -869,6 +903,38 @@ def _own_postings(
     term, row = np.divmod(keys, width)
     # A count is exact in float32, as the windowed sum of one part is.
     return term.astype(np.int32), row.astype(np.int32), counts.astype(np.float32)
+
+
+def _sign_words(codes: npt.NDArray[np.int8]) -> npt.NDArray[np.uint64]:
+    """Each row's sign bits (a code > 0 is 1), packed 64 to a word, zero-padded: rows x words."""
+    packed = np.packbits(codes > 0, axis=1)
+    pad = -packed.shape[1] % 8
+    if pad:
+        packed = np.pad(packed, ((0, 0), (0, pad)))
+    return np.ascontiguousarray(packed).view(np.uint64)
+
+
+def _sign_columns_with(
+    codes: npt.NDArray[np.int8], *, base: RecallIndex | None, changed: Sequence[int]
+) -> npt.NDArray[np.uint64]:
+    """The sign columns of `codes`: `base`'s carried over where it has them (only the rows in
+    `changed`, given a vector since, packed again), else packed from every row."""
+    count = codes.shape[0]
+    known = None if base is None else base.sign_columns
+    if known is None:
+        columns = np.empty((-(-codes.shape[1] // 64), count), dtype=np.uint64)
+        for start in range(0, count, _QUANTIZE_ROWS):
+            part = _sign_words(codes[start : start + _QUANTIZE_ROWS])
+            columns[:, start : start + part.shape[0]] = part.T
+        return columns
+    old = known.shape[1]
+    columns = np.empty((known.shape[0], count), dtype=np.uint64)
+    columns[:, :old] = known
+    columns[:, old:] = 0  # the new rows without a vector
+    rows = np.asarray(changed, dtype=np.intp)
+    if rows.size:
+        columns[:, rows] = _sign_words(codes[rows]).T
+    return columns
 
 
 def quantized(
