@@ -4,7 +4,7 @@ development half, offline (no database).
     .venv/bin/python -m bench.recall_partial_cosines
     .venv/bin/python -m bench.recall_partial_cosines --shares 0.01,0.02,0.05
 
-Three ways a long history could avoid the full product over every vector, each keeping the
+Ways a long history could avoid the full product over every vector, each keeping the
 exact int8 cosine for a share of the messages (at least 10):
 
 - **nearest only**: the nearest share by exact cosine, the others counted as messages without a
@@ -21,6 +21,11 @@ exact int8 cosine for a share of the messages (at least 10):
   more, and for every other message a straight line fitted from Hamming distance to cosine on
   those. Every message keeps a cosine, so the min-max and the session and neighbour priors see
   the whole history.
+- **Hamming + asked**: the share nearest by Hamming distance instead of by exact cosine, and
+  the messages rank asks for, as "nearest + asked"; the others without a vector.
+- **Hamming + fit + asked**: "Hamming + fit", with the messages rank asks for exact too: the
+  first pass the in-process index takes from index.SIGN_BITS_FROM_ROWS messages on
+  (hybrid._first_pass_cosine, at FIRST_PASS_SHARE 1 %).
 
 Printed per variant: evidence recall@k (as bench/recall_offline.py) and how many of the exact
 ranking's top 10 it keeps. The data is read where it lies (see bench/recall_offline.py: never
@@ -33,7 +38,8 @@ import argparse
 import dataclasses
 import json
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,6 +59,7 @@ from bench.recall_offline import (
     token_counter,
 )
 from memoryhub.core.recall import RecallDoc, RecallIndex, hybrid, rank
+from memoryhub.core.recall import index as recall_index
 from memoryhub.core.search import EmptySearchQuery
 
 EXACT = "exact (every cosine)"
@@ -75,6 +82,33 @@ def hamming_fit_cosines(
     estimated = (intercept + slope * distance.astype(np.float64)).astype(np.float32)
     estimated[exact_rows] = cosine[exact_rows]
     return estimated
+
+
+def _index_with_sign_bits(docs: list[RecallDoc]) -> RecallIndex:
+    kept = recall_index.SIGN_BITS_FROM_ROWS
+    recall_index.SIGN_BITS_FROM_ROWS = 0
+    try:
+        return RecallIndex.build(docs)
+    finally:
+        recall_index.SIGN_BITS_FROM_ROWS = kept
+
+
+@contextmanager
+def _first_pass_share(share: float) -> Iterator[None]:
+    kept = hybrid.FIRST_PASS_SHARE
+    hybrid.FIRST_PASS_SHARE = share
+    try:
+        yield
+    finally:
+        hybrid.FIRST_PASS_SHARE = kept
+
+
+def hamming_nearest(
+    *, bits: npt.NDArray[np.uint8], query_bits: Any, kept: int
+) -> npt.NDArray[np.intp]:
+    """The rows of the `kept` messages nearest by Hamming distance over the sign bits."""
+    distance = np.asarray(simsimd.cdist(query_bits, bits, metric="hamming", dtype="bin8"))[0]
+    return np.argsort(distance, kind="stable")[:kept]
 
 
 def nearest_and_asked(
@@ -130,6 +164,9 @@ def evaluate(data: list[dict[str, Any]], *, shares: list[float], one_person: boo
     for docs, questions in persons(data, embedder=embedder, one_person=one_person):
         index = RecallIndex.build(docs)
         assert index.vectors is not None
+        # The same index keeping its sign bits, whatever its size: ranked as the service ranks
+        # a history of SIGN_BITS_FROM_ROWS messages or more (the first pass).
+        with_bits = _index_with_sign_bits(docs)
         bits = np.packbits(index.vectors > 0, axis=1)
         for text, gold in questions:
             query_vector = np.asarray(embedder.embed_query(text), dtype=np.float32)
@@ -160,18 +197,33 @@ def evaluate(data: list[dict[str, Any]], *, shares: list[float], one_person: boo
                 variants[f"Hamming + fit {share:.0%}"] = [
                     h.id for h in rank(index, text, top_k=max(KS), dense_scores=every)
                 ]
+                by_hamming = hamming_nearest(bits=bits, query_bits=query_bits, kept=kept)
+                near = {index.ids[row]: float(cosine[row]) for row in by_hamming.tolist()}
+                asked = partial(nearest_and_asked, nearest=near, cosine=cosine, index=index)
+                variants[f"Hamming + asked {share:.0%}"] = [
+                    h.id for h in rank(index, text, top_k=max(KS), dense_scores=asked)
+                ]
+                asked = partial(nearest_and_asked, nearest=every, cosine=cosine, index=index)
+                variants[f"Hamming + fit + asked {share:.0%}"] = [
+                    h.id for h in rank(index, text, top_k=max(KS), dense_scores=asked)
+                ]
+                with _first_pass_share(share):
+                    variants[f"first pass (the index's) {share:.0%}"] = [
+                        h.id
+                        for h in rank(with_bits, text, top_k=max(KS), query_vector=query_vector)
+                    ]
             for name, ranked in variants.items():
                 for k in KS:
                     recalls[name][k].append(len(set(gold) & set(ranked[:k])) / len(gold))
                 kept_of_exact[name].append(len(set(exact[:10]) & set(ranked[:10])) / 10)
     print(
-        f"{'variant':<22}{'n':>6}"
+        f"{'variant':<32}{'n':>6}"
         + "".join(f"{'R@' + str(k):>8}" for k in KS)
         + "  exact top 10 kept"
     )
     for name, by_k in recalls.items():
         print(
-            f"{name:<22}{len(by_k[KS[0]]):>6}"
+            f"{name:<32}{len(by_k[KS[0]]):>6}"
             + "".join(f"{100 * np.mean(by_k[k]):>8.1f}" for k in KS)
             + f"  {100 * np.mean(kept_of_exact[name]):>6.1f} %"
         )
