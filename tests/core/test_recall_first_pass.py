@@ -6,6 +6,7 @@ exactly, and the cosines it reports. Its recall against the exact ranking is mea
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -189,3 +190,22 @@ def test_a_zero_query_vector_gives_every_row_cosine_zero() -> None:
     )
     assert not cosine.any()
     assert exact_of(np.arange(3)).tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.usefixtures("sign_bits_always")
+def test_a_history_with_few_vectors_and_a_ranking_with_no_hits_need_no_exact_row() -> None:
+    index = RecallIndex.build(docs_with_vectors(200, seed=21, share=0.01))
+    query = unit(22)
+    exact = hybrid._cosine(index, query)
+    assert exact is not None
+
+    hits = rank(index, "tea", top_k=50, query_vector=query)
+    nothing = rank(
+        index, "tea", top_k=50, query_vector=query, since=datetime(2100, 1, 1, tzinfo=UTC)
+    )
+
+    assert hits
+    assert nothing == []
+    for hit in hits:
+        expected = float(exact[hit.row]) if index.vector_mask[hit.row] else None
+        assert hit.dense_score == expected

@@ -455,6 +455,8 @@ def _first_pass_cosine(
 
     def exact_of(at: npt.NDArray[np.intp]) -> npt.NDArray[np.float32]:
         assert index.vectors is not None
+        if not at.size:  # simsimd refuses an empty matrix
+            return np.zeros(0, dtype=np.float32)
         values = _codes_dot(codes, np.take(index.vectors, at, axis=0))
         values *= np.take(index.vector_scales, at)
         values *= scale
