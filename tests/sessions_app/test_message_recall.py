@@ -324,3 +324,34 @@ def test_fields_build_messages_through_from_db_when_an_init_receiver_listens(own
     assert {id(item.message) for item in found.hits} <= {id(instance) for instance in built}
     message = found.hits[0].message
     assert message.get_deferred_fields() >= {"content", "metadata", "created_at"}
+
+
+def test_a_long_history_ranked_on_the_first_pass_answers_as_the_product_does(owner, monkeypatch):
+    """From SIGN_BITS_FROM_ROWS messages a person (50,000) a hybrid search ranks on the first
+    pass over the vectors' sign bits: lowered here so that five turns take that path."""
+    from memoryhub.core.recall import hybrid as recall_hybrid
+    from memoryhub.core.recall import index as recall_index
+
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    product = search(owner, q="does she have a dog?", user_id="ana")
+    recall.index_cache().clear()
+    monkeypatch.setattr(recall_index, "SIGN_BITS_FROM_ROWS", 0)
+    passes: list[int] = []
+    first_pass = recall_hybrid._first_pass_cosine
+
+    def watched(*args, **kwargs):
+        passes.append(1)
+        return first_pass(*args, **kwargs)
+
+    monkeypatch.setattr(recall_hybrid, "_first_pass_cosine", watched)
+
+    answer = search(owner, q="does she have a dog?", user_id="ana")
+    future = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).isoformat()
+    filtered_out = search(owner, q="does she have a dog?", user_id="ana", since=future)
+
+    assert len(passes) == 2
+    assert answer["mode"] == "hybrid"
+    assert contents(answer)[0] == PUPPY
+    # Five turns are all computed exactly (the stride sample holds every row): the same answer.
+    assert answer["results"] == product["results"]
+    assert filtered_out["results"] == []
