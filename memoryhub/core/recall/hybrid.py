@@ -456,13 +456,7 @@ def _first_pass_cosine(
     codes, scale = query
 
     def exact_of(at: npt.NDArray[np.intp]) -> npt.NDArray[np.float32]:
-        assert index.vectors is not None
-        if not at.size:  # simsimd refuses an empty matrix
-            return np.zeros(0, dtype=np.float32)
-        values = _codes_dot(codes, np.take(index.vectors, at, axis=0))
-        values *= np.take(index.vector_scales, at)
-        values *= scale
-        return values
+        return _cosine_of_codes(index, codes=codes, scale=scale, rows=at)
 
     distance = index.hamming_distances(codes)
     kept = max(int(rows * FIRST_PASS_SHARE), 1)
@@ -501,9 +495,21 @@ def _first_pass_cosine(
 
 
 def _cosine_of_codes(
-    index: RecallIndex, *, codes: npt.NDArray[np.int8], scale: float
+    index: RecallIndex,
+    *,
+    codes: npt.NDArray[np.int8],
+    scale: float,
+    rows: npt.NDArray[np.intp] | None = None,
 ) -> npt.NDArray[np.float32]:
+    """The query's cosine with every row, or with `rows` only (in their order)."""
     assert index.vectors is not None
+    if rows is not None:
+        if not rows.size:  # simsimd refuses an empty matrix
+            return np.zeros(0, dtype=np.float32)
+        values = _codes_dot(codes, np.take(index.vectors, rows, axis=0))
+        values *= np.take(index.vector_scales, rows)
+        values *= scale
+        return values
     # The product of the int8 codes, in simsimd's SIMD kernel: exact integer sums (at most
     # 384 x 127 x 127 here, exact in float32 too), then each row's scale. It reads a quarter of
     # the bytes of a float32 product, and it is the largest cost of a search of a long history:
