@@ -5,6 +5,7 @@ exactly, and the cosines it reports. Its recall against the exact ranking is mea
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import UTC, datetime
 
@@ -27,7 +28,7 @@ def docs_with_vectors(count: int, *, seed: int, share: float = 0.8) -> list[Reca
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     has = rng.random(count) < share
     return [
-        RecallDoc(**{**{s: getattr(d, s) for s in RecallDoc.__slots__}, "vector": v if h else None})
+        dataclasses.replace(d, vector=v if h else None)
         for d, v, h in zip(docs, vectors, has, strict=True)
     ]
 
@@ -73,19 +74,9 @@ def test_an_extended_index_keeps_the_sign_bits_a_build_of_all_the_docs_keeps(see
     docs = docs_with_vectors(50, seed=seed)
     without = [d for d in docs[:20] if d.vector is None]
     late = {d.id: unit(100 + n) for n, d in enumerate(without[:3])}
-    plain = [
-        RecallDoc(**{**{s: getattr(d, s) for s in RecallDoc.__slots__}, "vector": None})
-        if d.id in late
-        else d
-        for d in docs
-    ]
+    plain = [dataclasses.replace(d, vector=None) if d.id in late else d for d in docs]
     whole = RecallIndex.build(
-        [
-            RecallDoc(**{**{s: getattr(d, s) for s in RecallDoc.__slots__}, "vector": late[d.id]})
-            if d.id in late
-            else d
-            for d in docs
-        ]
+        [dataclasses.replace(d, vector=late[d.id]) if d.id in late else d for d in docs]
     )
 
     index = RecallIndex.build(plain[:20]).extended(plain[20:35], vectors=late).extended(plain[35:])

@@ -12,6 +12,8 @@ from django.db.models.signals import post_init
 
 from memoryhub.accounts.models import EndUser
 from memoryhub.core.errors import ResourceNotFound
+from memoryhub.core.recall import hybrid as recall_hybrid
+from memoryhub.core.recall import index as recall_index
 from memoryhub.llm import embeddings
 from sessions_app import recall
 from sessions_app.models import Message, MessageVector, Session
@@ -329,9 +331,6 @@ def test_fields_build_messages_through_from_db_when_an_init_receiver_listens(own
 def test_a_long_history_ranked_on_the_first_pass_answers_as_the_product_does(owner, monkeypatch):
     """From SIGN_BITS_FROM_ROWS messages a person (50,000) a hybrid search ranks on the first
     pass over the vectors' sign bits: lowered here so that five turns take that path."""
-    from memoryhub.core.recall import hybrid as recall_hybrid
-    from memoryhub.core.recall import index as recall_index
-
     chat(owner, user_id="ana", key="ana:1", turns=TURNS)
     product = search(owner, q="does she have a dog?", user_id="ana")
     recall.index_cache().clear()
