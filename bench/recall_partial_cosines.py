@@ -23,9 +23,11 @@ exact int8 cosine for a share of the messages (at least 10):
   the whole history.
 - **Hamming + asked**: the share nearest by Hamming distance instead of by exact cosine, and
   the messages rank asks for, as "nearest + asked"; the others without a vector.
-- **Hamming + fit + asked**: "Hamming + fit", with the messages rank asks for exact too: the
-  first pass the in-process index takes from index.SIGN_BITS_FROM_ROWS messages on
-  (hybrid._first_pass_cosine, at FIRST_PASS_SHARE 1 %).
+- **Hamming + fit + asked**: "Hamming + fit", with the messages rank asks for exact too: an
+  offline model of the first pass below.
+- **first pass (the index's)**: the first pass the in-process index takes from
+  index.SIGN_BITS_FROM_ROWS messages on (hybrid._first_pass_cosine, its FIRST_PASS_SHARE set to
+  the share), run on the same docs built with sign bits: the shipped code.
 
 Printed per variant: evidence recall@k (as bench/recall_offline.py) and how many of the exact
 ranking's top 10 it keeps. The data is read where it lies (see bench/recall_offline.py: never
@@ -68,12 +70,11 @@ SAMPLE_SHARE = 0.25  # of the kept share, read at a stride for the fit
 
 
 def hamming_fit_cosines(
-    *, cosine: npt.NDArray[np.float32], bits: npt.NDArray[np.uint8], query_bits: Any, kept: int
+    *, cosine: npt.NDArray[np.float32], distance: npt.NDArray[np.float64], kept: int
 ) -> npt.NDArray[np.float32]:
-    """The exact cosines of the `kept` messages nearest by Hamming distance and of a stride
+    """The exact cosines of the `kept` messages nearest by Hamming `distance` and of a stride
     sample, a line fitted from distance to cosine on them for every other message."""
-    distance = np.asarray(simsimd.cdist(query_bits, bits, metric="hamming", dtype="bin8"))[0]
-    nearest = np.argsort(distance, kind="stable")[:kept]
+    nearest = hamming_nearest(distance=distance, kept=kept)
     stride = max(int(cosine.size / max(kept * SAMPLE_SHARE, 1)), 1)
     exact_rows = np.union1d(nearest, np.arange(0, cosine.size, stride))
     slope, intercept = np.polyfit(
@@ -103,11 +104,8 @@ def _first_pass_share(share: float) -> Iterator[None]:
         hybrid.FIRST_PASS_SHARE = kept
 
 
-def hamming_nearest(
-    *, bits: npt.NDArray[np.uint8], query_bits: Any, kept: int
-) -> npt.NDArray[np.intp]:
-    """The rows of the `kept` messages nearest by Hamming distance over the sign bits."""
-    distance = np.asarray(simsimd.cdist(query_bits, bits, metric="hamming", dtype="bin8"))[0]
+def hamming_nearest(*, distance: npt.NDArray[np.float64], kept: int) -> npt.NDArray[np.intp]:
+    """The rows of the `kept` messages nearest by Hamming `distance` (ties in row order)."""
     return np.argsort(distance, kind="stable")[:kept]
 
 
@@ -178,6 +176,10 @@ def evaluate(data: list[dict[str, Any]], *, shares: list[float], one_person: boo
                 continue
             variants: dict[str, list[Any]] = {EXACT: exact}
             query_bits = np.packbits(query_vector > 0).reshape(1, -1)
+            # Each message's Hamming distance over the sign bits, once for every share.
+            distance = np.asarray(simsimd.cdist(query_bits, bits, metric="hamming", dtype="bin8"))[
+                0
+            ]
             for share in shares:
                 kept = max(round(share * len(index)), MIN_KEPT)
                 nearest = np.argsort(-cosine, kind="stable")[:kept].tolist()
@@ -189,15 +191,13 @@ def evaluate(data: list[dict[str, Any]], *, shares: list[float], one_person: boo
                 variants[f"nearest + asked {share:.0%}"] = [
                     h.id for h in rank(index, text, top_k=max(KS), dense_scores=asked)
                 ]
-                estimated = hamming_fit_cosines(
-                    cosine=cosine, bits=bits, query_bits=query_bits, kept=kept
-                )
+                estimated = hamming_fit_cosines(cosine=cosine, distance=distance, kept=kept)
                 # Every message given a cosine: ranked as with the query's vector.
                 every = dict(zip(index.ids, estimated.tolist(), strict=True))
                 variants[f"Hamming + fit {share:.0%}"] = [
                     h.id for h in rank(index, text, top_k=max(KS), dense_scores=every)
                 ]
-                by_hamming = hamming_nearest(bits=bits, query_bits=query_bits, kept=kept)
+                by_hamming = hamming_nearest(distance=distance, kept=kept)
                 near = {index.ids[row]: float(cosine[row]) for row in by_hamming.tolist()}
                 asked = partial(nearest_and_asked, nearest=near, cosine=cosine, index=index)
                 variants[f"Hamming + asked {share:.0%}"] = [
