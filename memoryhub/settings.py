@@ -647,6 +647,15 @@ if not 1 <= RECALL_HISTORY_WINDOW_MESSAGES <= RECALL_INDEX_MAX_MESSAGES:
     raise ImproperlyConfigured(
         "RECALL_HISTORY_WINDOW_MESSAGES must be at least 1 and at most RECALL_INDEX_MAX_MESSAGES."
     )
+# Where pgvector serves (sessions_app/pgvector.py), a person with fewer messages than this keeps
+# their vectors in the in-process index as well, as on the default path: the database's exact
+# scan of a person costs ~0.65 us a row of PostgreSQL's own work (6.5 ms at 10,000 messages; the
+# int8 product in process 0.1 ms). From here on the database ranks them (its HNSW index may
+# serve them: pgvector.HNSW_FROM_MESSAGES) and no process holds their vectors. 0: always the
+# database.
+RECALL_PGVECTOR_FROM_MESSAGES: int = env.int("RECALL_PGVECTOR_FROM_MESSAGES", default=50_000)
+if RECALL_PGVECTOR_FROM_MESSAGES < 0:
+    raise ImproperlyConfigured("RECALL_PGVECTOR_FROM_MESSAGES must be at least 0.")
 # The MCP server (/mcp/) offers delete_memory and delete_all_memories only when this is on: a
 # model acting on a prompt-injected instruction cannot delete what it is never offered.
 MCP_DESTRUCTIVE_TOOLS: bool = env.bool("MCP_DESTRUCTIVE_TOOLS", default=False)

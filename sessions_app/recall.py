@@ -3,8 +3,9 @@ database and cached per process.
 
 The database is the source of truth and does the filtering (tenant, person); the ranking runs
 here, over an in-process index of the person's messages (with their vectors, where the worker
-has made them; with pgvector the database finds the nearest vectors instead, and the index holds
-none: sessions_app/pgvector.py). The index is a cache: before each use one query reads the
+has made them; with pgvector, for a person of RECALL_PGVECTOR_FROM_MESSAGES messages or more, the
+database finds the nearest vectors instead, and the index holds none: sessions_app/pgvector.py).
+The index is a cache: before each use one query reads the
 person's version token — their `recall_version` (bumped by edits, deletes and purges), their
 `vectors_version` (new vectors) and
 their sessions' count and summed `last_seq` (moved by every append, which so writes nothing
@@ -168,7 +169,8 @@ def _model_name() -> str | None:
 
 
 def _database_embedder() -> Embedder | None:
-    """The embedder, when pgvector holds its vectors: they then stay out of the index."""
+    """The embedder, when pgvector holds its vectors: a person's index with none of them then
+    asks the database for their cosines."""
     embedder = get_embedder()
     if embedder is None or not pgvector_serves(dimensions=embedder.dimensions):
         return None
@@ -197,9 +199,12 @@ EXTEND_MAX_MISSING_VECTORS = 1000
 WINDOW_REGROWTH = 1.25
 
 
-def _vectors_in_index() -> bool:
-    """Whether the index holds vectors (an embedder, and no pgvector holding them instead)."""
-    return _model_name() is not None and _database_embedder() is None
+def _vectors_in_index(*, person_messages: int) -> bool:
+    """Whether a person's index of this many messages holds their vectors: with an embedder,
+    unless pgvector holds them and the person has RECALL_PGVECTOR_FROM_MESSAGES or more."""
+    if _model_name() is None:
+        return False
+    return person_messages < settings.RECALL_PGVECTOR_FROM_MESSAGES or _database_embedder() is None
 
 
 def _vectors_by_message(
@@ -268,7 +273,7 @@ def _docs_for_person(
     rows = list(messages.order_by("created_at", "id").values_list(*_DOC_COLUMNS))
     vectors = (
         _vectors_by_message(tenant_id=tenant_id, end_user_id=end_user_id, since=since)
-        if _vectors_in_index()
+        if _vectors_in_index(person_messages=len(rows))
         else {}
     )
     return _docs_from_rows(rows=rows, vectors=vectors)
@@ -319,7 +324,9 @@ def _index_extended(
             return None
     vectors: dict[int, Any] = {}
     old_vectors: dict[Hashable, Any] = {}  # message id -> vector, for messages already in base
-    if _vectors_in_index():
+    # An index that holds vectors keeps holding them as it grows (past
+    # RECALL_PGVECTOR_FROM_MESSAGES too: until a whole build).
+    if base.has_vectors or _vectors_in_index(person_messages=len(base) + len(rows)):
         # The messages index's ids are Message pks (ints).
         missing = [cast(int, message_id) for message_id in base.ids_without_vector()]
         if len(missing) > EXTEND_MAX_MISSING_VECTORS:
@@ -741,7 +748,11 @@ def message_recall(
         return RecallResult(mode="lexical" if mode == "hybrid" else mode, hits=[])
     query_vector: Callable[[], Any] | None = None
     dense_scores: _DatabaseCosines | None = None
-    database_embedder = _database_embedder() if mode != "lexical" else None
+    # With pgvector, an index holding no vector (a person of RECALL_PGVECTOR_FROM_MESSAGES
+    # messages or more) asks the database; one holding them ranks here, as without pgvector.
+    database_embedder = (
+        _database_embedder() if mode != "lexical" and not index.has_vectors else None
+    )
     if database_embedder is None and mode != "lexical":
         # Waited for inside rank, once its lexical part is done: a vector embedded ahead
         # (embed_query_ahead) is still being computed on another thread meanwhile.

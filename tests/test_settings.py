@@ -72,3 +72,11 @@ def test_a_history_window_over_the_index_bound_is_refused():
 
     assert result.returncode != 0
     assert "RECALL_HISTORY_WINDOW_MESSAGES must be at least 1" in result.stderr
+
+
+def test_a_negative_pgvector_threshold_is_refused():
+    result = _settings_in_a_process(RECALL_PGVECTOR_FROM_MESSAGES="-1")
+
+    assert result.returncode != 0
+    assert "RECALL_PGVECTOR_FROM_MESSAGES must be at least 0" in result.stderr
+    assert _settings_in_a_process(RECALL_PGVECTOR_FROM_MESSAGES="0").returncode == 0

@@ -1215,8 +1215,10 @@ def run(setup: Setup) -> RecallResult:
     )
     say(
         "vectors    the histories' texts' embeddings (computed once at the load): pgvector "
-        "holds them,\n           the dense side is the database's, and its HNSW index's speed "
-        "depends on what they mean"
+        "holds them;\n           a person of RECALL_PGVECTOR_FROM_MESSAGES "
+        f"({settings.RECALL_PGVECTOR_FROM_MESSAGES:,}) messages or more is ranked by the "
+        "database\n           (its HNSW index's speed depends on what they mean), a smaller "
+        "one in each worker's index"
         if recall.pgvector
         else "vectors    the histories' vectors are random unit vectors (stored as the worker "
         "stores real ones):\n           the search's speed does not depend on what they mean, "

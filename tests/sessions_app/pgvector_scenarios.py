@@ -39,6 +39,14 @@ def _fresh_recall_cache() -> Iterator[None]:
     recall.index_cache().clear()
 
 
+@pytest.fixture(autouse=True)
+def _the_database_ranks_everyone(settings) -> None:
+    # These scenarios' people have a few messages; by default a person under
+    # RECALL_PGVECTOR_FROM_MESSAGES is ranked in process, so the database's path is forced here
+    # (the tests of the threshold set it themselves).
+    settings.RECALL_PGVECTOR_FROM_MESSAGES = 0
+
+
 @pytest.fixture
 def owner(tenant, make_key):
     return client_for(make_key(tenant, scopes=["read", "write", "purge"])[1])
@@ -142,6 +150,90 @@ def test_the_contexts_history_finds_a_paraphrase_with_the_dense_side_from_the_da
     assert f"history:{Message.objects.get(content=PUPPY).pk}" in history["included"]
     assert PUPPY in body["content"]
     assert any("<=>" in query["sql"] for query in queries.captured_queries)
+
+
+def _asks_the_database(queries: CaptureQueriesContext) -> bool:
+    return any("<=>" in query["sql"] for query in queries.captured_queries)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+def test_a_person_under_the_threshold_is_ranked_in_process_as_the_database_ranks(
+    owner, tenant, settings, mode
+) -> None:
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    by_database = search(owner, q=PARAPHRASE, user_id="ana", mode=mode)
+    recall.index_cache().clear()
+    settings.RECALL_PGVECTOR_FROM_MESSAGES = len(TURNS) + 1
+
+    with CaptureQueriesContext(connection) as queries:
+        in_process = search(owner, q=PARAPHRASE, user_id="ana", mode=mode)
+
+    assert not _asks_the_database(queries)
+    index = recall.person_index(tenant_id=tenant.pk, end_user_id=person(tenant, "ana").pk)
+    assert index is not None
+    assert index.vectors is not None
+    assert in_process["mode"] == mode
+    assert contents(in_process) == contents(by_database)
+    assert contents(in_process)[0] == PUPPY
+    # The index's cosines are int8 codes' products: the database's to two decimals.
+    for ours, theirs in zip(in_process["results"], by_database["results"], strict=True):
+        assert ours["dense_score"] == pytest.approx(theirs["dense_score"], abs=1e-2)
+
+
+def test_the_contexts_history_of_a_person_under_the_threshold_is_ranked_in_process(
+    owner, tenant, settings
+) -> None:
+    settings.RECALL_PGVECTOR_FROM_MESSAGES = 100
+    chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    later = chat(owner, user_id="ana", key="ana:2", turns=[("user", "Good morning!")])
+
+    with CaptureQueriesContext(connection) as queries:
+        response = owner.get(f"/api/v1/sessions/{later}/context/", {"query": PARAPHRASE})
+
+    assert response.status_code == 200, response.content
+    history = next(s for s in response.json()["sections"] if s["name"] == "history")
+    assert f"history:{Message.objects.get(content=PUPPY).pk}" in history["included"]
+    assert not _asks_the_database(queries)
+
+
+def test_an_index_keeps_its_vectors_as_it_grows_and_a_whole_build_past_the_threshold_drops_them(
+    owner, tenant, settings
+) -> None:
+    settings.RECALL_PGVECTOR_FROM_MESSAGES = len(TURNS) + 2
+    session_id = chat(owner, user_id="ana", key="ana:1", turns=TURNS)
+    other = chat(owner, user_id="ana", key="ana:2", turns=[("user", "Good morning!")])
+    ana = person(tenant, "ana").pk
+    assert contents(search(owner, q=PARAPHRASE, user_id="ana", mode="semantic"))[0] == PUPPY
+    extra = [("user", "We walk Biscuit by the river."), ("assistant", "Sounds lovely.")]
+    appended = owner.post(
+        f"/api/v1/sessions/{session_id}/messages/",
+        {"messages": [{"role": role, "content": content} for role, content in extra]},
+        format="json",
+    )
+    assert appended.status_code in (200, 201), appended.content
+
+    # Past the threshold by appends: extended, still in process, the new turns' vectors in it.
+    with CaptureQueriesContext(connection) as queries:
+        found = contents(
+            search(owner, q="walking the dog by the water", user_id="ana", mode="semantic")
+        )
+    assert not _asks_the_database(queries)
+    assert found[0] == extra[0][1]
+    index = recall.person_index(tenant_id=tenant.pk, end_user_id=ana)
+    assert index is not None
+    assert index.vectors is not None
+    assert len(index) == len(TURNS) + 3
+
+    # A removal builds the whole index again: at the threshold, the database ranks.
+    assert owner.delete(f"/api/v1/sessions/{other}/").status_code in (200, 204)
+    with CaptureQueriesContext(connection) as queries:
+        found = contents(search(owner, q=PARAPHRASE, user_id="ana", mode="semantic"))
+    assert _asks_the_database(queries)
+    assert found[0] == PUPPY
+    index = recall.person_index(tenant_id=tenant.pk, end_user_id=ana)
+    assert index is not None
+    assert index.vectors is None
+    assert len(index) == len(TURNS) + 2
 
 
 def test_a_lexical_match_beyond_the_nearest_gets_its_own_cosine(owner, tenant, monkeypatch) -> None:
