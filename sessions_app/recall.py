@@ -326,7 +326,9 @@ def _index_extended(
     old_vectors: dict[Hashable, Any] = {}  # message id -> vector, for messages already in base
     # An index that holds vectors keeps holding them as it grows (past
     # RECALL_PGVECTOR_FROM_MESSAGES too: until a whole build).
-    if base.has_vectors or _vectors_in_index(person_messages=len(base) + len(rows)):
+    if _vectors_in_index(person_messages=len(base) + len(rows)) or (
+        base.has_vectors and _model_name() is not None
+    ):
         # The messages index's ids are Message pks (ints).
         missing = [cast(int, message_id) for message_id in base.ids_without_vector()]
         if len(missing) > EXTEND_MAX_MISSING_VECTORS:
