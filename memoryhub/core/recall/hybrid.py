@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Literal
 
@@ -288,7 +288,7 @@ def rank(
         fused += weights.when * when_hit
 
     candidates = matched | dense if use_dense else matched
-    hits = _top(
+    return _top(
         index,
         scores=fused,
         eligible=allowed & candidates,
@@ -299,15 +299,9 @@ def rank(
         speaker=speaker_hit,
         date=date_hit,
         when=when_hit,
+        # A hit ranked on a fitted cosine reports its own: `Hit.dense_score` is always exact.
+        exact_cosines=exact_cosines if use_dense else None,
     )
-    if exact_cosines is None or not use_dense:
-        return hits
-    # A hit ranked on a fitted cosine reports its own: `Hit.dense_score` is always exact.
-    exact = exact_cosines(np.fromiter((hit.row for hit in hits), dtype=np.intp, count=len(hits)))
-    return [
-        replace(hit, dense_score=value) if hit.dense_score is not None else hit
-        for hit, value in zip(hits, exact.tolist(), strict=True)
-    ]
 
 
 def _neighbours_best(
@@ -664,7 +658,10 @@ def _top(
     speaker: npt.NDArray[np.bool_],
     date: npt.NDArray[np.bool_],
     when: npt.NDArray[np.bool_],
+    exact_cosines: ExactCosines | None = None,
 ) -> list[Hit]:
+    """The best `top_k` eligible rows as Hits; their `dense_score` from `cosine`, or from
+    `exact_cosines` when given (`cosine` then holds fitted values)."""
     rows: npt.NDArray[np.intp] | None = None
     if eligible.size and eligible.all():
         # Every row (the usual case: every message has a vector): the scores as they are, not
@@ -690,7 +687,12 @@ def _top(
     # Each column of the chosen rows read at once (tolist gives the same Python floats and
     # bools as float()/bool() of each numpy scalar): per-row scalar reads were most of this.
     lexical = np.take(bm25, chosen)
-    dense = np.take(cosine, chosen).tolist() if cosine is not None else [None] * chosen.size
+    if cosine is None:
+        dense: list[float] | list[None] = [None] * chosen.size
+    elif exact_cosines is not None:
+        dense = exact_cosines(chosen).tolist()
+    else:
+        dense = np.take(cosine, chosen).tolist()
     columns = zip(
         chosen.tolist(),
         np.take(candidate_scores, order).tolist(),
