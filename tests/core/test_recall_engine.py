@@ -824,11 +824,11 @@ def test_the_kth_best_score_is_exactly_what_a_full_partition_finds(seed: int) ->
 def _formula_scores(
     index: RecallIndex, query: str, weights: Weights, cosine: np.ndarray | None
 ) -> np.ndarray:
-    """The fusion as the study writes it, one new array per step (rank computes it in place):
-    the scores rank must return, value for value."""
+    """The fusion as the study writes it, one new array per step (rank computes it in place),
+    in float32 as rank does: the scores rank must return, value for value."""
 
     def minmax(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        out = np.zeros(values.shape, dtype=np.float64)
+        out = np.zeros(values.shape, dtype=np.float32)
         if mask.any():
             low, high = values[mask].min(), values[mask].max()
             out[mask] = (values[mask] - low) / (high - low) if high > low else 1.0
@@ -836,16 +836,16 @@ def _formula_scores(
 
     bm25 = index.bm25(query_terms(query))
     alpha = weights.dense if cosine is not None else 0.0
-    fused = (1.0 - alpha) * minmax(bm25.astype(np.float64), bm25 > 0)
+    fused = (1.0 - alpha) * minmax(bm25.astype(np.float32), bm25 > 0)
     if cosine is not None:
-        fused = fused + alpha * minmax(cosine.astype(np.float64), index.vector_mask)
+        fused = fused + alpha * minmax(cosine.astype(np.float32), index.vector_mask)
     best = np.array(
         [fused[index.session_index == s].max() for s in range(index.session_index.max() + 1)]
     )
     fused = (
         fused + weights.session * minmax(best, np.ones(best.size, np.bool_))[index.session_index]
     )
-    padded = np.append(fused, 0.0)
+    padded = np.append(fused, np.float32(0.0))
     fused = fused + weights.smoothing * np.maximum(
         padded[index.prev_index], padded[index.next_index]
     )

@@ -203,7 +203,7 @@ def rank(
         no_signal = np.zeros(count, dtype=np.bool_)
         return _top(
             index,
-            scores=cosine.astype(np.float64),
+            scores=cosine,
             eligible=dense & allowed,
             top_k=top_k,
             bm25=np.zeros(count, dtype=np.float32),
@@ -218,8 +218,10 @@ def rank(
     bm25 = index.bm25(terms)
     matched = bm25 > 0
     # In place on arrays made here (the same arithmetic, value for value, as building new
-    # ones): at 100,000 messages every pass over a float64 array costs ~0.05 ms.
-    fused = _minmax_where(bm25.astype(np.float64), matched)
+    # ones), in float32: the fusion's ~25 passes over every row read half the bytes of float64
+    # (at 100,000 messages rank took 1.62-1.67 ms in float64, 1.39-1.46 in float32; the same
+    # hits in the same order for 300 questions, scores within 3e-7).
+    fused = _minmax_where(bm25.astype(np.float32), matched)
     named = _named_speaker(index, query=query, speaker=speaker)
     named_rows = _speaker_rows(index, named) if named is not None else None
     targets = parse_query_dates(query)
@@ -242,7 +244,7 @@ def rank(
         fused *= 1.0 - alpha
     if use_dense:
         assert cosine is not None
-        dense_part = _minmax_where(cosine.astype(np.float64), dense)
+        dense_part = _minmax_where(cosine.astype(np.float32), dense)
         dense_part *= alpha
         fused += dense_part
 
@@ -272,7 +274,7 @@ def rank(
     speaker_hit = np.zeros(count, dtype=np.bool_)
     if named_rows is not None and weights.speaker:
         speaker_hit = named_rows
-        fused += weights.speaker * np.where(speaker_hit, 0.5, -0.5)
+        fused += weights.speaker * np.where(speaker_hit, np.float32(0.5), np.float32(-0.5))
 
     if weights.length:
         fused += weights.length * index.length_prior
@@ -285,7 +287,7 @@ def rank(
     when_hit = np.zeros(count, dtype=np.bool_)
     if weights.when and asks_when:
         when_hit = index.has_time
-        fused += weights.when * when_hit
+        fused += np.float32(weights.when) * when_hit
 
     candidates = matched | dense if use_dense else matched
     return _top(
@@ -305,13 +307,13 @@ def rank(
 
 
 def _neighbours_best(
-    index: RecallIndex, values: npt.NDArray[np.float64]
-) -> npt.NDArray[np.float64]:
+    index: RecallIndex, values: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
     """Each row's larger neighbour value in its session (the one before or after it), 0 where
     it has none: both neighbours read `values` as given."""
     if not index.sessions_in_order:
         # -1 (no neighbour) reads the 0 pad.
-        padded = np.append(values, 0.0)
+        padded = np.append(values, np.float32(0.0))
         best = np.take(padded, index.prev_index)
         np.maximum(best, np.take(padded, index.next_index), out=best)
         return best
@@ -373,13 +375,13 @@ def _dense_wanted_ids(index: RecallIndex, bm25: npt.NDArray[np.float32]) -> list
 
 
 def _minmax_where(
-    values: npt.NDArray[np.float64], mask: npt.NDArray[np.bool_] | None
-) -> npt.NDArray[np.float64]:
+    values: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_] | None
+) -> npt.NDArray[np.float32]:
     """Min-max over the masked values (`mask` None: every value); unmasked ones become 0. If
     all masked values are equal they become 1: they all matched, equally.
 
     Written into `values` (finite, and no longer needed by the caller) and returned: at
-    100,000 messages each pass over a float64 array costs ~0.05 ms, a new array as much."""
+    100,000 messages each pass over a float32 array costs ~0.02 ms, a new array as much."""
     if mask is not None and not mask.any():
         values[:] = 0.0
         return values
@@ -625,15 +627,16 @@ def _speaker_rows(index: RecallIndex, name: str) -> npt.NDArray[np.bool_]:
     return index.speaker_index == number
 
 
-def _date_boost(index: RecallIndex, targets: Sequence[DateTarget]) -> npt.NDArray[np.float64]:
+def _date_boost(index: RecallIndex, targets: Sequence[DateTarget]) -> npt.NDArray[np.float32]:
     """1 for messages near a named day or in a named month, 0.5 in a named year only; the best
     of all targets."""
-    boost = np.zeros(len(index), dtype=np.float64)
+    boost = np.zeros(len(index), dtype=np.float32)
     dated = index.created_ordinal >= 0
     for target in targets:
         if target.month is None:
             assert target.year is not None
-            boost = np.maximum(boost, 0.5 * (dated & (index.created_year == target.year)))
+            year = dated & (index.created_year == target.year)
+            boost = np.maximum(boost, np.float32(0.5) * year)
             continue
         same_month = dated & (index.created_month == target.month)
         if target.year is not None:
@@ -642,14 +645,14 @@ def _date_boost(index: RecallIndex, targets: Sequence[DateTarget]) -> npt.NDArra
         if target.day is not None and target.year is not None:
             day = date(target.year, target.month, target.day).toordinal()
             hit = hit | (dated & (np.abs(index.created_ordinal - day) <= DATE_WINDOW_DAYS))
-        boost = np.maximum(boost, hit.astype(np.float64))
+        boost = np.maximum(boost, hit.astype(np.float32))
     return boost
 
 
 def _top(
     index: RecallIndex,
     *,
-    scores: npt.NDArray[np.float64],
+    scores: npt.NDArray[np.float32],
     eligible: npt.NDArray[np.bool_],
     top_k: int,
     bm25: npt.NDArray[np.float32],
@@ -728,7 +731,7 @@ def _top(
     ]
 
 
-def _kth_largest(values: npt.NDArray[np.float64], k: int) -> float:
+def _kth_largest(values: npt.NDArray[np.float32], k: int) -> float:
     """The k-th largest of `values` (1 <= k < values.size), exactly np.partition's.
 
     The k-th largest of an every-nth sample is at most the k-th largest of all, so only the
