@@ -381,7 +381,8 @@ def _minmax_where(
     all masked values are equal they become 1: they all matched, equally.
 
     Written into `values` (finite, and no longer needed by the caller) and returned: at
-    100,000 messages each pass over a float32 array costs ~0.02 ms, a new array as much."""
+    100,000 messages each pass over a float32 array costs about half the float64 one's ~0.05 ms,
+    and a new array as much again."""
     if mask is not None and not mask.any():
         values[:] = 0.0
         return values
