@@ -199,12 +199,18 @@ EXTEND_MAX_MISSING_VECTORS = 1000
 WINDOW_REGROWTH = 1.25
 
 
-def _vectors_in_index(*, person_messages: int) -> bool:
+def _vectors_in_index(*, person_messages: int, holding: bool = False) -> bool:
     """Whether a person's index of this many messages holds their vectors: with an embedder,
-    unless pgvector holds them and the person has RECALL_PGVECTOR_FROM_MESSAGES or more."""
+    unless pgvector holds them and the person has RECALL_PGVECTOR_FROM_MESSAGES or more. An
+    index already `holding` vectors keeps them as it grows (past the line too: until a whole
+    build)."""
     if _model_name() is None:
         return False
-    return person_messages < settings.RECALL_PGVECTOR_FROM_MESSAGES or _database_embedder() is None
+    return (
+        holding
+        or person_messages < settings.RECALL_PGVECTOR_FROM_MESSAGES
+        or _database_embedder() is None
+    )
 
 
 def _vectors_by_message(
@@ -324,11 +330,7 @@ def _index_extended(
             return None
     vectors: dict[int, Any] = {}
     old_vectors: dict[Hashable, Any] = {}  # message id -> vector, for messages already in base
-    # An index that holds vectors keeps holding them as it grows (past
-    # RECALL_PGVECTOR_FROM_MESSAGES too: until a whole build).
-    if _vectors_in_index(person_messages=len(base) + len(rows)) or (
-        base.has_vectors and _model_name() is not None
-    ):
+    if _vectors_in_index(person_messages=len(base) + len(rows), holding=base.has_vectors):
         # The messages index's ids are Message pks (ints).
         missing = [cast(int, message_id) for message_id in base.ids_without_vector()]
         if len(missing) > EXTEND_MAX_MISSING_VECTORS:
@@ -751,7 +753,8 @@ def message_recall(
     query_vector: Callable[[], Any] | None = None
     dense_scores: _DatabaseCosines | None = None
     # With pgvector, an index holding no vector (a person of RECALL_PGVECTOR_FROM_MESSAGES
-    # messages or more) asks the database; one holding them ranks here, as without pgvector.
+    # messages or more, or one none of whose vectors is made yet) asks the database; one
+    # holding them ranks here, as without pgvector.
     database_embedder = (
         _database_embedder() if mode != "lexical" and not index.has_vectors else None
     )
