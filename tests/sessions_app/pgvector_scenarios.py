@@ -109,6 +109,10 @@ def test_a_vector_of_another_size_leaves_the_embedding_null(owner, tenant) -> No
     assert embeddings(tenant) == {message_id: None}
 
 
+def _asks_the_database(queries: CaptureQueriesContext) -> bool:
+    return any("<=>" in query["sql"] for query in queries.captured_queries)
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "semantic"])
 def test_a_paraphrase_finds_its_turn_with_the_dense_side_from_the_database(
     owner, tenant, mode
@@ -122,7 +126,7 @@ def test_a_paraphrase_finds_its_turn_with_the_dense_side_from_the_database(
     assert contents(body)[0] == PUPPY
     top = body["results"][0]
     assert top["signals"]["semantic"] is True
-    assert any("<=>" in query["sql"] for query in queries.captured_queries)
+    assert _asks_the_database(queries)
     # The process holds no vector: the index it searched has none.
     index = recall.person_index(tenant_id=tenant.pk, end_user_id=person(tenant, "ana").pk)
     assert index is not None
@@ -149,11 +153,7 @@ def test_the_contexts_history_finds_a_paraphrase_with_the_dense_side_from_the_da
     history = next(s for s in body["sections"] if s["name"] == "history")
     assert f"history:{Message.objects.get(content=PUPPY).pk}" in history["included"]
     assert PUPPY in body["content"]
-    assert any("<=>" in query["sql"] for query in queries.captured_queries)
-
-
-def _asks_the_database(queries: CaptureQueriesContext) -> bool:
-    return any("<=>" in query["sql"] for query in queries.captured_queries)
+    assert _asks_the_database(queries)
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "semantic"])
