@@ -177,9 +177,8 @@ def evaluate(data: list[dict[str, Any]], *, shares: list[float], one_person: boo
             variants: dict[str, list[Any]] = {EXACT: exact}
             query_bits = np.packbits(query_vector > 0).reshape(1, -1)
             # Each message's Hamming distance over the sign bits, once for every share.
-            distance = np.asarray(simsimd.cdist(query_bits, bits, metric="hamming", dtype="bin8"))[
-                0
-            ]
+            hamming = simsimd.cdist(query_bits, bits, metric="hamming", dtype="bin8")
+            distance = np.asarray(hamming)[0]
             for share in shares:
                 kept = max(round(share * len(index)), MIN_KEPT)
                 nearest = np.argsort(-cosine, kind="stable")[:kept].tolist()
