@@ -121,13 +121,13 @@ def test_the_first_pass_fits_the_far_rows_and_keeps_the_nearest_and_the_asked_ex
     exact = hybrid._cosine(index, query)
     assert exact is not None
 
-    cosine, mask, exact_of = hybrid._first_pass_cosine(index, query, bm25)
+    wanted = hybrid._dense_wanted_rows(index, bm25)
+    cosine, mask, exact_of = hybrid._first_pass_cosine(index, query, wanted)
 
     assert mask.tolist() == index.vector_mask.tolist()
     distance = index.hamming_distances(codes)
     kept = max(int(len(index) * hybrid.FIRST_PASS_SHARE), 1)
     nearest = np.argsort(distance, kind="stable")[:kept]
-    wanted = hybrid._dense_wanted_rows(index, bm25)
     for row in {*nearest.tolist(), *wanted.tolist()}:
         if index.vector_mask[row]:
             assert cosine[row] == exact[row], row
@@ -141,6 +141,30 @@ def test_the_first_pass_fits_the_far_rows_and_keeps_the_nearest_and_the_asked_ex
     slope = np.polyfit(distance[far].astype(np.float64), cosine[far].astype(np.float64), 1)[0]
     assert slope < 0
     assert exact_of(far).tolist() == exact[far].tolist()
+
+
+@pytest.mark.usefixtures("sign_bits_always")
+def test_the_rows_asked_for_are_chosen_before_the_wait_for_the_vector(monkeypatch) -> None:
+    """The query's vector is usually still being embedded on another thread when rank asks for
+    it: the work that does not need it is done first, so that it costs the call nothing."""
+    index = RecallIndex.build(docs_with_vectors(300, seed=23))
+    query = unit(24)
+    expected = rank(index, "green tea", top_k=20, query_vector=query)
+    order: list[str] = []
+    wanted_rows = hybrid._dense_wanted_rows
+
+    def wanted(*args, **kwargs):
+        order.append("wanted rows")
+        return wanted_rows(*args, **kwargs)
+
+    def vector() -> np.ndarray:
+        order.append("vector")
+        return query
+
+    monkeypatch.setattr(hybrid, "_dense_wanted_rows", wanted)
+
+    assert rank(index, "green tea", top_k=20, query_vector=vector) == expected
+    assert order == ["wanted rows", "vector"]
 
 
 @pytest.mark.usefixtures("sign_bits_always")
@@ -177,7 +201,9 @@ def test_only_the_hybrid_ranking_takes_the_first_pass(monkeypatch, mode) -> None
 def test_a_zero_query_vector_gives_every_row_cosine_zero() -> None:
     index = RecallIndex.build(docs_with_vectors(60, seed=19))
     cosine, _, exact_of = hybrid._first_pass_cosine(
-        index, np.zeros(DIMENSIONS, dtype=np.float32), index.bm25(["tea"])
+        index,
+        np.zeros(DIMENSIONS, dtype=np.float32),
+        hybrid._dense_wanted_rows(index, index.bm25(["tea"])),
     )
     assert not cosine.any()
     assert exact_of(np.arange(3)).tolist() == [0.0, 0.0, 0.0]
