@@ -408,7 +408,18 @@ def policy_tenant_key(slug: str, *, api_key_ids: list[str], **policy: Any) -> tu
 class Gunicorn:
     """gunicorn in its own process group; stopped (group-wide) on exit, Ctrl-C included."""
 
-    def __init__(self, *, env: dict[str, str], workers: int, worker_class: str, threads: int):
+    def __init__(
+        self,
+        *,
+        env: dict[str, str],
+        workers: int,
+        worker_class: str,
+        threads: int,
+        root: Path = ROOT,
+    ):
+        # `root`: the checkout it serves (bench/ab.py serves another revision from a worktree,
+        # with the worktree first on PYTHONPATH in `env`).
+        self.root = root
         self.env = env
         self.workers = workers
         self.worker_class = worker_class
@@ -446,7 +457,7 @@ class Gunicorn:
         ]  # no --access-logfile: gunicorn then writes no access log
         self.process = subprocess.Popen(
             command,
-            cwd=ROOT,
+            cwd=self.root,
             env=self.env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
