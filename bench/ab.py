@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import tempfile
 import time
@@ -40,11 +39,12 @@ from bench.harness import (
     django_environment,
     setup_django,
 )
-from bench.measure import BenchError, percentile
+from bench.measure import BenchError, Latency
 from bench.parts.recall import (
     RECALL_TENANT,
     context_path,
     person_external_id,
+    probe_marker,
     question_stream,
     search_path,
     timed_gets,
@@ -59,14 +59,6 @@ def _git(*args: str) -> str:
     return subprocess.run(
         ["git", *args], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout.strip()
-
-
-def _summary(latencies: list[float]) -> str:
-    ms = [value * 1e3 for value in latencies]
-    return (
-        f"p50 {statistics.median(ms):6.2f} ms   mean {statistics.mean(ms):6.2f} ms   "
-        f"p95 {percentile(ms, 95):6.2f} ms"
-    )
 
 
 def _arms_compared(
@@ -125,7 +117,7 @@ def main() -> None:
     person = tenant and EndUser.objects.filter(tenant=tenant, external_id=external_id).first()
     probe = person and (
         Session.objects.filter(
-            tenant=tenant, end_user=person, metadata__bench=f"recall-probe-{args.rows}"
+            tenant=tenant, end_user=person, metadata__bench=probe_marker(args.rows)
         ).first()
     )
     if tenant is None or person is None or probe is None:
@@ -171,7 +163,7 @@ def main() -> None:
                 seed=int(time.time()) % 100_000,
             )
             for name, measured in latencies.items():
-                print(f"{kind:<8} {name:<24} n={len(measured):<5} {_summary(measured)}")
+                print(f"{kind:<8} {name:<24} n={len(measured):<5} {Latency.of(measured).line()}")
     except (BenchError, subprocess.CalledProcessError) as error:
         raise SystemExit(f"bench.ab: {error}") from error
     finally:

@@ -193,6 +193,11 @@ class RecallSetup:
     table_rows: int  # sessions_app_message, all tenants
 
 
+def probe_marker(rows: int) -> str:
+    """The `metadata.bench` of the empty probe session of the person of `rows` messages."""
+    return f"recall-probe-{rows}"
+
+
 def person_external_id(rows: int, *, embedded: bool = False) -> str:
     """The bench person of `rows` messages; `embedded`: the one whose vectors are their texts'
     embeddings (where pgvector serves), not random ones."""
@@ -324,7 +329,7 @@ def ensure_person(
 
     external_id = person_external_id(rows, embedded=pgvector)
     person, _ = EndUser.objects.get_or_create(tenant=tenant, external_id=external_id)
-    marker, probe_marker = f"recall-{rows}", f"recall-probe-{rows}"
+    marker, probe = f"recall-{rows}", probe_marker(rows)
     wanted_sessions = math.ceil(rows / SESSION_MESSAGES)
     loaded: float | None = None
     with pg_connect(database_url) as conn:
@@ -381,7 +386,7 @@ def ensure_person(
                 tenant=tenant,
                 end_user=person,
                 agent_id="bench-recall",
-                metadata={"bench": probe_marker},
+                metadata={"bench": probe},
                 last_active_at=now,
             )
             history = [session.pk for session in made]
@@ -422,17 +427,17 @@ def ensure_person(
             conn.execute("ANALYZE sessions_app_session")
             conn.execute("ANALYZE accounts_enduser")
             loaded = time.perf_counter() - started
-    probe = Session.objects.filter(
-        tenant=tenant, end_user=person, metadata__bench=probe_marker
+    probe_session = Session.objects.filter(
+        tenant=tenant, end_user=person, metadata__bench=probe
     ).first()
-    if probe is None:
+    if probe_session is None:
         raise BenchError(f"{external_id}: the probe session is missing")
     return RecallPerson(
         rows=rows,
         external_id=external_id,
         pk=person.pk,
         sessions=[str(value) for value in history],
-        probe=str(probe.pk),
+        probe=str(probe_session.pk),
         loaded_seconds=loaded,
     )
 
