@@ -41,10 +41,9 @@ from bench.harness import (
 )
 from bench.measure import BenchError, Latency
 from bench.parts.recall import (
-    RECALL_TENANT,
     context_path,
+    existing_probe,
     person_external_id,
-    probe_marker,
     question_stream,
     search_path,
     timed_gets,
@@ -109,26 +108,12 @@ def main() -> None:
     env = django_environment(args.database_url)
     setup_django(env)
     bench_system_scope(True)
-    from memoryhub.accounts.models import EndUser, Tenant
-    from sessions_app.models import Session
-
-    tenant = Tenant.objects.filter(slug=RECALL_TENANT).first()
+    tenant, probe_id = existing_probe(args.rows)
     external_id = person_external_id(args.rows)
-    person = tenant and EndUser.objects.filter(tenant=tenant, external_id=external_id).first()
-    probe = person and (
-        Session.objects.filter(
-            tenant=tenant, end_user=person, metadata__bench=probe_marker(args.rows)
-        ).first()
-    )
-    if tenant is None or person is None or probe is None:
-        raise SystemExit(
-            f"No recall person {external_id} in the bench database: run the recall part at "
-            f"{args.rows:,} messages first (python -m bench --only recall; see the docstring)."
-        )
     key, secret = create_api_key(tenant)
     bench_system_scope(False)
     paths_of: dict[str, Callable[[str], str]] = {
-        "context": lambda q: context_path(str(probe.id), q),
+        "context": lambda q: context_path(probe_id, q),
         "search": lambda q: search_path(external_id, q),
     }
     worktree = Path(tempfile.mkdtemp(prefix="bench-ab-"))

@@ -36,10 +36,9 @@ from typing import Any
 from bench.config import DEFAULT_DATABASE_URL
 from bench.harness import bench_system_scope, create_api_key, django_environment, setup_django
 from bench.parts.recall import (
-    RECALL_TENANT,
     context_path,
+    existing_probe,
     person_external_id,
-    probe_marker,
     question_stream,
     search_path,
 )
@@ -203,30 +202,17 @@ def main() -> None:
         MARKS.append((label, target))
     setup_django(django_environment(args.database_url))
     bench_system_scope(True)
-    from memoryhub.accounts.models import EndUser, Tenant
     from memoryhub.llm.embeddings import embed_query_cached, get_embedder
-    from sessions_app.models import Session
 
-    tenant = Tenant.objects.filter(slug=RECALL_TENANT).first()
+    tenant, probe_id = existing_probe(args.rows)
     external_id = person_external_id(args.rows)
-    person = tenant and EndUser.objects.filter(tenant=tenant, external_id=external_id).first()
-    probe = person and (
-        Session.objects.filter(
-            tenant=tenant, end_user=person, metadata__bench=probe_marker(args.rows)
-        ).first()
-    )
-    if tenant is None or person is None or probe is None:
-        raise SystemExit(
-            f"No recall person {external_id} in the bench database: run the recall part at "
-            f"{args.rows:,} messages first (python -m bench --only recall; see bench/ab.py)."
-        )
     if get_embedder() is None:
         raise SystemExit("bench.timeline: embeddings are off here (EMBEDDINGS_BACKEND)")
     key, secret = create_api_key(tenant)
     bench_system_scope(False)
     client = InProcessClient(secret)
     path_of: Callable[[str], str] = (
-        (lambda q: context_path(str(probe.id), q))
+        (lambda q: context_path(probe_id, q))
         if args.kind == "context"
         else (lambda q: search_path(external_id, q))
     )

@@ -204,6 +204,32 @@ def person_external_id(rows: int, *, embedded: bool = False) -> str:
     return f"bench:recall-{rows}" + ("-embedded" if embedded else "")
 
 
+def existing_probe(rows: int) -> tuple[Tenant, str]:
+    """The recall tenant and the id of the person of `rows` messages' empty probe session, as an
+    earlier run of this part left them in the bench database (the tools that reuse them:
+    bench/ab.py, bench/timeline.py); SystemExit saying what to run when they are not there. Call
+    it inside `bench_system_scope(True)`."""
+    from memoryhub.accounts import models as accounts
+    from sessions_app.models import Session
+
+    tenant = accounts.Tenant.objects.filter(slug=RECALL_TENANT).first()
+    external_id = person_external_id(rows)
+    person = tenant and (
+        accounts.EndUser.objects.filter(tenant=tenant, external_id=external_id).first()
+    )
+    probe = person and (
+        Session.objects.filter(tenant=tenant, end_user=person, metadata__bench=probe_marker(rows))
+        .values_list("id", flat=True)
+        .first()
+    )
+    if tenant is None or probe is None:
+        raise SystemExit(
+            f"No recall person {external_id} in the bench database: run the recall part at "
+            f"that size first (python -m bench --only recall --recall-rows {rows})."
+        )
+    return tenant, str(probe)
+
+
 def random_unit_vectors(count: int, dimensions: int, seed: int) -> Any:
     import numpy as np
 
