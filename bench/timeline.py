@@ -118,16 +118,26 @@ def marks_wrapped(timeline: Timeline) -> Iterator[None]:
                     owner = getattr(owner, part)
             except (ImportError, AttributeError):
                 owner = None
-            original = owner.__dict__.get(name) if isinstance(owner, type) else None
             function = getattr(owner, name, None)
             if function is None:
                 raise SystemExit(f"bench.timeline: {target} is gone; MARKS needs its new name")
-            undo.append((owner, name, original if original is not None else function))
-            setattr(owner, name, _wrapped(label, function, timeline))
+            # A class's own attribute as defined (a staticmethod or classmethod stays one); None
+            # for an inherited method, which the undo deletes again.
+            previous = vars(owner).get(name) if isinstance(owner, type) else function
+            replacement: Any = (
+                type(previous)(_wrapped(label, previous.__func__, timeline))
+                if isinstance(previous, staticmethod | classmethod)
+                else _wrapped(label, function, timeline)
+            )
+            undo.append((owner, name, previous))
+            setattr(owner, name, replacement)
         yield
     finally:
-        for owner, name, original in reversed(undo):
-            setattr(owner, name, original)
+        for owner, name, previous in reversed(undo):
+            if previous is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, previous)
 
 
 def _embedding_finished(timeline: Timeline) -> None:
