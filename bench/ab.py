@@ -43,7 +43,6 @@ from bench.measure import BenchError, Latency
 from bench.parts.recall import (
     context_path,
     existing_probe,
-    person_external_id,
     question_stream,
     search_path,
     timed_gets,
@@ -108,8 +107,7 @@ def main() -> None:
     env = django_environment(args.database_url)
     setup_django(env)
     bench_system_scope(True)
-    tenant, probe_id = existing_probe(args.rows)
-    external_id = person_external_id(args.rows)
+    tenant, external_id, probe_id = existing_probe(args.rows)
     key, secret = create_api_key(tenant)
     bench_system_scope(False)
     paths_of: dict[str, Callable[[str], str]] = {

@@ -38,7 +38,6 @@ from bench.harness import bench_system_scope, create_api_key, django_environment
 from bench.parts.recall import (
     context_path,
     existing_probe,
-    person_external_id,
     question_stream,
     search_path,
 )
@@ -72,7 +71,6 @@ class Timeline:
         self.started = 0.0
         self.marks: dict[str, list[tuple[float, float]]] = {}
         self._lock = threading.Lock()
-
         self._active = False
 
     def begin(self) -> None:
@@ -105,11 +103,12 @@ def _wrapped(label: str, function: Callable[..., Any], timeline: Timeline) -> Ca
 
 
 @contextmanager
-def marks_wrapped(timeline: Timeline) -> Iterator[None]:
-    """Every MARKS function wrapped for the duration; SystemExit naming one that is not there."""
+def marks_wrapped(timeline: Timeline, marks: list[tuple[str, str]]) -> Iterator[None]:
+    """Every function of `marks` (as MARKS names them) wrapped for the duration; SystemExit
+    naming one that is not there."""
     undo: list[tuple[Any, str, Any]] = []
     try:
-        for label, target in MARKS:
+        for label, target in marks:
             module_name, _, dotted = target.partition(":")
             *path, name = dotted.split(".")
             try:
@@ -161,10 +160,14 @@ def _ms(values: list[float]) -> str:
     )
 
 
-def report(calls: list[dict[str, list[tuple[float, float]]]], totals: list[float]) -> None:
+def report(
+    calls: list[dict[str, list[tuple[float, float]]]],
+    totals: list[float],
+    marks: list[tuple[str, str]],
+) -> None:
     """Per step: its first start, its last end and its summed length in each call."""
     rows: list[tuple[float, str]] = []
-    for label, _ in MARKS:
+    for label, _ in marks:
         seen = [marks[label] for marks in calls if label in marks]
         if not seen:
             continue
@@ -205,17 +208,17 @@ def main() -> None:
         "--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_DATABASE_URL)
     )
     args = parser.parse_args()
+    marks = list(MARKS)
     for extra in args.mark:
         label, equals, target = extra.partition("=")
         if not equals or ":" not in target:
             parser.error(f"--mark takes LABEL=MODULE:ATTRIBUTE, not {extra!r}")
-        MARKS.append((label, target))
+        marks.append((label, target))
     setup_django(django_environment(args.database_url))
     bench_system_scope(True)
     from memoryhub.llm.embeddings import embed_query_cached, get_embedder
 
-    tenant, probe_id = existing_probe(args.rows)
-    external_id = person_external_id(args.rows)
+    tenant, external_id, probe_id = existing_probe(args.rows)
     if get_embedder() is None:
         raise SystemExit("bench.timeline: embeddings are off here (EMBEDDINGS_BACKEND)")
     key, secret = create_api_key(tenant)
@@ -235,7 +238,7 @@ def main() -> None:
         timeline = Timeline()
         calls: list[dict[str, list[tuple[float, float]]]] = []
         totals: list[float] = []
-        with marks_wrapped(timeline):
+        with marks_wrapped(timeline, marks):
             for question in questions[WARM_CALLS:]:
                 if args.cached:
                     embed_query_cached(question)
@@ -248,7 +251,7 @@ def main() -> None:
             f"{args.kind} calls in process, {args.rows:,}-message person, {args.calls} new "
             f"questions{' (each embedded first)' if args.cached else ''}; seed {seed}"
         )
-        report(calls, totals)
+        report(calls, totals, marks)
     finally:
         bench_system_scope(True)
         key.delete()

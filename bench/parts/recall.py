@@ -30,7 +30,7 @@ import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlencode
 
 from bench.config import Config
@@ -85,7 +85,7 @@ from bench.parts.llm import (
 from bench.profiling import AUTH_PHASES, InProcessClient, Phase, print_profile, profile_requests
 
 if TYPE_CHECKING:
-    from memoryhub.accounts.models import Tenant
+    from memoryhub.accounts.models import EndUser, Tenant
 
 # Issue 18's bound for the hybrid search (query embedding included) at every size this part
 # runs, and for the context call with the relevant-history section (issue 18's context target,
@@ -204,30 +204,44 @@ def person_external_id(rows: int, *, embedded: bool = False) -> str:
     return f"bench:recall-{rows}" + ("-embedded" if embedded else "")
 
 
-def existing_probe(rows: int) -> tuple[Tenant, str]:
-    """The recall tenant and the id of the person of `rows` messages' empty probe session, as an
-    earlier run of this part left them in the bench database (the tools that reuse them:
-    bench/ab.py, bench/timeline.py); SystemExit saying what to run when they are not there. Call
-    it inside `bench_system_scope(True)`."""
-    from memoryhub.accounts import models as accounts
+def probe_session_id(*, tenant: Tenant, person: EndUser, rows: int) -> str | None:
+    """The id of the empty probe session of `person`, the recall person of `rows` messages; None
+    when it is not there."""
     from sessions_app.models import Session
+
+    found = (
+        Session.objects.filter(tenant=tenant, end_user=person, metadata__bench=probe_marker(rows))
+        .values_list("id", flat=True)
+        .first()
+    )
+    return None if found is None else str(found)
+
+
+class ExistingProbe(NamedTuple):
+    tenant: Tenant
+    external_id: str  # the person's
+    session_id: str  # the probe session's
+
+
+def existing_probe(rows: int) -> ExistingProbe:
+    """The recall person of `rows` messages and their empty probe session, as an earlier run of
+    this part left them in the bench database (the tools that reuse them: bench/ab.py,
+    bench/timeline.py); SystemExit saying what to run when they are not there. Call it inside
+    `bench_system_scope(True)`."""
+    from memoryhub.accounts import models as accounts
 
     tenant = accounts.Tenant.objects.filter(slug=RECALL_TENANT).first()
     external_id = person_external_id(rows)
     person = tenant and (
         accounts.EndUser.objects.filter(tenant=tenant, external_id=external_id).first()
     )
-    probe = person and (
-        Session.objects.filter(tenant=tenant, end_user=person, metadata__bench=probe_marker(rows))
-        .values_list("id", flat=True)
-        .first()
-    )
+    probe = person and probe_session_id(tenant=tenant, person=person, rows=rows)
     if tenant is None or probe is None:
         raise SystemExit(
             f"No recall person {external_id} in the bench database: run the recall part at "
             f"that size first (python -m bench --only recall --recall-rows {rows})."
         )
-    return tenant, str(probe)
+    return ExistingProbe(tenant=tenant, external_id=external_id, session_id=probe)
 
 
 def random_unit_vectors(count: int, dimensions: int, seed: int) -> Any:
@@ -453,9 +467,7 @@ def ensure_person(
             conn.execute("ANALYZE sessions_app_session")
             conn.execute("ANALYZE accounts_enduser")
             loaded = time.perf_counter() - started
-    probe_session = Session.objects.filter(
-        tenant=tenant, end_user=person, metadata__bench=probe
-    ).first()
+    probe_session = probe_session_id(tenant=tenant, person=person, rows=rows)
     if probe_session is None:
         raise BenchError(f"{external_id}: the probe session is missing")
     return RecallPerson(
@@ -463,7 +475,7 @@ def ensure_person(
         external_id=external_id,
         pk=person.pk,
         sessions=[str(value) for value in history],
-        probe=str(probe_session.pk),
+        probe=probe_session,
         loaded_seconds=loaded,
     )
 
