@@ -112,6 +112,22 @@ def test_with_every_row_in_the_first_pass_it_ranks_as_the_product(monkeypatch) -
 
 
 @pytest.mark.usefixtures("sign_bits_always")
+def test_a_first_pass_share_over_one_keeps_every_row_and_ranks_as_the_product(monkeypatch) -> None:
+    # The nearest `kept` are cut at the kept-th distance: a share giving more rows than the
+    # index holds must not ask np.partition for a row that is not there.
+    docs = docs_with_vectors(120, seed=11)
+    index = RecallIndex.build(docs)
+    monkeypatch.setattr(hybrid, "FIRST_PASS_SHARE", 1.5)
+    query = unit(12)
+
+    first_pass = rank(index, "green tea on friday", top_k=30, query_vector=query)
+    monkeypatch.setattr(index, "sign_columns", None)
+    product = rank(index, "green tea on friday", top_k=30, query_vector=query)
+
+    assert first_pass == product
+
+
+@pytest.mark.usefixtures("sign_bits_always")
 def test_the_first_pass_fits_the_far_rows_and_keeps_the_nearest_and_the_asked_exact() -> None:
     docs = docs_with_vectors(400, seed=13)
     index = RecallIndex.build(docs)
