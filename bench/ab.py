@@ -35,6 +35,7 @@ from bench.config import DEFAULT_DATABASE_URL, ROOT
 from bench.harness import (
     Gunicorn,
     bench_system_scope,
+    cpu_description,
     create_api_key,
     django_environment,
     setup_django,
@@ -134,7 +135,7 @@ def main() -> None:
             server.start()
         print(
             f"{args.rows:,} messages a person; {args.blocks} blocks of {args.block_size} "
-            f"new questions per arm and kind, the arms taking turns"
+            f"new questions per arm and kind, the arms taking turns; cpu {cpu_description()}"
         )
         for kind in kinds:
             latencies = _arms_compared(

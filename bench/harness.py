@@ -232,6 +232,41 @@ def rls_description(info: dict[str, str]) -> str:
     )
 
 
+# The instruction sets that split this kind's machines into fast and slow ones for the recall
+# part: int8 products (ONNX's MatMul, simsimd's dot) with VNNI, numpy's selection of 16-bit
+# integers and vector popcounts only with AVX-512 (bench/README.md, twenty-eighth round).
+CPU_FLAGS = (
+    ("AVX2", ("avx2",)),
+    ("AVX-512", ("avx512f",)),
+    ("VNNI", ("avx512_vnni", "avx_vnni")),
+    ("AVX-512 VPOPCNTDQ", ("avx512_vpopcntdq",)),
+)
+
+
+def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The processor's model and which of CPU_FLAGS it has, from /proc/cpuinfo ("unknown"
+    where that cannot be read)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return "unknown (no /proc/cpuinfo)"
+    model = flags = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and not model:
+            model = value.strip()
+        elif key.strip() == "flags" and not flags:
+            flags = value
+    present = set(flags.split())
+    have = [name for name, names in CPU_FLAGS if present.intersection(names)]
+    lacks = [name for name, names in CPU_FLAGS if not present.intersection(names)]
+    return (
+        f"{model or 'unknown model'}: "
+        + (", ".join(have) or "none of AVX2, AVX-512, VNNI")
+        + (f"; no {', no '.join(lacks)}" if lacks else "")
+    )
+
+
 def django_environment(database_url: str) -> dict[str, str]:
     env = os.environ.copy()
     env.pop("GUNICORN_CMD_ARGS", None)

@@ -26,6 +26,7 @@ from bench.harness import (
     broker_description,
     broker_purge,
     check_postgres_and_create_database,
+    cpu_description,
     create_api_key,
     database_name,
     delete_sessions_and_keys,
@@ -98,6 +99,7 @@ def prepare(config: Config) -> tuple[Setup, list[str]]:
         + (f" ({config.threads} threads)" if config.threads > 1 else "")
         + f", DEBUG off, no access log; load average {os.getloadavg()[0]:.2f} at start"
     )
+    say(f"cpu        {cpu_description()}")
     sizes = [PART_MODULES[part].sizes_line(config) for part in config.only]
     say(f"sizes      {'; '.join(sizes)}")
     say(f"broker     {broker_description(env)} (no worker: enqueued tasks wait, purged at the end)")
@@ -187,7 +189,7 @@ def run(config: Config) -> dict[str, Any]:
     setup, api_key_ids = prepare(config)
     from django.db import connections
 
-    results: dict[str, Any] = {"config": asdict(config)}
+    results: dict[str, Any] = {"config": asdict(config), "cpu": cpu_description()}
     outcomes: dict[str, Any] = {}  # part: what its run() returned
     part_seconds: dict[str, float] = {}
 

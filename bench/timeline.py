@@ -34,7 +34,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from bench.config import DEFAULT_DATABASE_URL
-from bench.harness import bench_system_scope, create_api_key, django_environment, setup_django
+from bench.harness import (
+    bench_system_scope,
+    cpu_description,
+    create_api_key,
+    django_environment,
+    setup_django,
+)
 from bench.parts.recall import (
     context_path,
     existing_probe,
@@ -249,7 +255,8 @@ def main() -> None:
                 calls.append(timeline.finish())
         print(
             f"{args.kind} calls in process, {args.rows:,}-message person, {args.calls} new "
-            f"questions{' (each embedded first)' if args.cached else ''}; seed {seed}"
+            f"questions{' (each embedded first)' if args.cached else ''}; seed {seed}; "
+            f"cpu {cpu_description()}"
         )
         report(calls, totals, marks)
     finally:
