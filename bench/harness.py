@@ -259,12 +259,9 @@ def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
             flags = value
     present = set(flags.split())
     have = [name for name, names in CPU_FLAGS if present.intersection(names)]
-    lacks = [name for name, names in CPU_FLAGS if not present.intersection(names)]
-    return (
-        f"{model or 'unknown model'}: "
-        + (", ".join(have) or "none of AVX2, AVX-512, VNNI")
-        + (f"; no {', no '.join(lacks)}" if lacks else "")
-    )
+    lacks = [f"no {name}" for name, names in CPU_FLAGS if not present.intersection(names)]
+    found = [", ".join(part) for part in (have, lacks) if part]
+    return f"{model or 'unknown model'}: {'; '.join(found)}"
 
 
 def django_environment(database_url: str) -> dict[str, str]:

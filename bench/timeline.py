@@ -174,7 +174,7 @@ def report(
     """Per step: its first start, its last end and its summed length in each call."""
     rows: list[tuple[float, str]] = []
     for label, _ in marks:
-        seen = [marks[label] for marks in calls if label in marks]
+        seen = [call[label] for call in calls if label in call]
         if not seen:
             continue
         starts = [spans[0][0] for spans in seen]
