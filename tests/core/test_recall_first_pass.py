@@ -98,26 +98,13 @@ def test_an_index_extended_past_the_threshold_packs_every_row(monkeypatch) -> No
 
 
 @pytest.mark.usefixtures("sign_bits_always")
-def test_with_every_row_in_the_first_pass_it_ranks_as_the_product(monkeypatch) -> None:
+# 1.0: every row exact, nothing fitted; 1.5: a share giving more rows than the index holds must
+# not ask np.partition for the kept-th distance of a row that is not there.
+@pytest.mark.parametrize("share", [1.0, 1.5])
+def test_with_every_row_in_the_first_pass_it_ranks_as_the_product(monkeypatch, share) -> None:
     docs = docs_with_vectors(120, seed=11)
     index = RecallIndex.build(docs)
-    monkeypatch.setattr(hybrid, "FIRST_PASS_SHARE", 1.0)  # every row exact: nothing fitted
-    query = unit(12)
-
-    first_pass = rank(index, "green tea on friday", top_k=30, query_vector=query)
-    monkeypatch.setattr(index, "sign_columns", None)
-    product = rank(index, "green tea on friday", top_k=30, query_vector=query)
-
-    assert first_pass == product
-
-
-@pytest.mark.usefixtures("sign_bits_always")
-def test_a_first_pass_share_over_one_keeps_every_row_and_ranks_as_the_product(monkeypatch) -> None:
-    # The nearest `kept` are cut at the kept-th distance: a share giving more rows than the
-    # index holds must not ask np.partition for a row that is not there.
-    docs = docs_with_vectors(120, seed=11)
-    index = RecallIndex.build(docs)
-    monkeypatch.setattr(hybrid, "FIRST_PASS_SHARE", 1.5)
+    monkeypatch.setattr(hybrid, "FIRST_PASS_SHARE", share)
     query = unit(12)
 
     first_pass = rank(index, "green tea on friday", top_k=30, query_vector=query)
